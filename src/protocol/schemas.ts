@@ -1,0 +1,458 @@
+/**
+ * Data contracts. One zod schema per message, its inferred type beside it.
+ * Field names follow the Polar reference implementation so a trainer written
+ * for it works unchanged; extensions are additive and optional.
+ *
+ * Objects strip unknown keys (the reference ignores extras) except where the
+ * reference allows extras (CompletionRecord, CompletionSession), which pass
+ * them through.
+ */
+import { z } from "zod";
+import { ID_RE } from "./subjects.ts";
+
+const Dict = z.record(z.string(), z.unknown());
+const StrDict = z.record(z.string(), z.string());
+const Id = z.string().regex(ID_RE, "must match ^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$");
+const Finite = z.number().refine(Number.isFinite, "must be a finite number");
+
+/** `metadata.agent_timeout`, when present, must be a positive finite number (not a bool). */
+const TaskMetadata = Dict.superRefine((m, ctx) => {
+  if (!("agent_timeout" in m)) return;
+  const v = m.agent_timeout;
+  if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) {
+    ctx.addIssue({ code: "custom", path: ["agent_timeout"], message: "must be a positive finite number" });
+  }
+});
+
+// ---------------------------------------------------------------- runtime
+
+export const PrepareAction = z
+  .object({
+    type: z.enum(["upload_file", "upload_dir", "exec"]),
+    source: z.string().optional(),
+    target: z.string().optional(),
+    command: z.string().optional(),
+    cwd: z.string().optional(),
+    env: StrDict.optional(),
+    max_attempts: z.number().int().min(1).max(10).default(1),
+    retry_backoff_seconds: z.number().min(0).max(60).default(0),
+  })
+  .superRefine((a, ctx) => {
+    if (a.type === "exec" && !a.command) ctx.addIssue({ code: "custom", path: ["command"], message: "required for exec" });
+    if (a.type !== "exec") {
+      if (!a.source) ctx.addIssue({ code: "custom", path: ["source"], message: `required for ${a.type}` });
+      if (!a.target) ctx.addIssue({ code: "custom", path: ["target"], message: `required for ${a.type}` });
+    }
+  });
+export type PrepareAction = z.infer<typeof PrepareAction>;
+
+export const RuntimeSpec = z
+  .object({
+    backend: z.enum(["docker", "apptainer", "local"]).default("docker"),
+    image: z.string().min(1).optional(),
+    prepare: z.array(PrepareAction).default([]),
+    eval_prepare: z.array(PrepareAction).nullable().optional(),
+    env: StrDict.default({}),
+    /** Reference default is "host"; ours is decided by the backend (docker: "none"). */
+    network: z.string().nullable().optional(),
+    workdir: z.string().nullable().optional(),
+    direct_exec_init_command: z.string().nullable().optional(),
+    cpus: z.number().positive().nullable().optional(),
+    memory_mb: z.number().int().positive().nullable().optional(),
+    storage_mb: z.number().int().positive().nullable().optional(),
+    pids_limit: z.number().int().positive().nullable().optional(),
+    gpus: z.number().int().min(0).default(0),
+    allow_internet: z.boolean().default(true),
+    internet_volumes: z.array(z.string()).default([]),
+    import_path: z.string().nullable().optional(),
+    kwargs: Dict.default({}),
+  })
+  .superRefine((r, ctx) => {
+    if (r.backend !== "local" && !r.image) {
+      ctx.addIssue({ code: "custom", path: ["image"], message: `required for backend ${r.backend}` });
+    }
+  });
+export type RuntimeSpec = z.infer<typeof RuntimeSpec>;
+
+export const ExecInput = z.object({
+  command: z.string().min(1),
+  cwd: z.string().nullable().optional(),
+  env: StrDict.nullable().optional(),
+  timeout_seconds: z.number().positive().optional(),
+});
+export type ExecInput = z.infer<typeof ExecInput>;
+
+// ---------------------------------------------------------------- agent
+
+export const MCPServerSpec = z
+  .object({
+    name: z.string().min(1),
+    transport: z.enum(["stdio", "sse", "streamable-http"]),
+    command: z.string().nullable().optional(),
+    args: z.array(z.string()).default([]),
+    url: z.string().nullable().optional(),
+  })
+  .superRefine((m, ctx) => {
+    if (m.transport === "stdio" && !m.command) ctx.addIssue({ code: "custom", path: ["command"], message: "required for stdio" });
+    if (m.transport !== "stdio" && !m.url) ctx.addIssue({ code: "custom", path: ["url"], message: `required for ${m.transport}` });
+  });
+export type MCPServerSpec = z.infer<typeof MCPServerSpec>;
+
+export const AgentSpec = z
+  .object({
+    harness: z.string().min(1).nullable().optional(),
+    import_path: z.string().min(1).nullable().optional(),
+    model_name: z.string().nullable().optional(),
+    settings: Dict.default({}),
+    env: StrDict.default({}),
+    mcp_servers: z.array(MCPServerSpec).default([]),
+    skills_path: z.string().nullable().optional(),
+    custom_shell: ExecInput.nullable().optional(),
+  })
+  .superRefine((a, ctx) => {
+    if (!a.harness === !a.import_path) {
+      ctx.addIssue({ code: "custom", path: ["harness"], message: "exactly one of harness and import_path is required" });
+    }
+    if (a.harness === "shell") {
+      if (!a.custom_shell) ctx.addIssue({ code: "custom", path: ["custom_shell"], message: "required when harness is shell" });
+      if (a.mcp_servers.length) ctx.addIssue({ code: "custom", path: ["mcp_servers"], message: "must be empty for the shell harness" });
+      if (a.skills_path) ctx.addIssue({ code: "custom", path: ["skills_path"], message: "must be empty for the shell harness" });
+    } else if (a.custom_shell) {
+      ctx.addIssue({ code: "custom", path: ["custom_shell"], message: "only allowed when harness is shell" });
+    }
+  });
+export type AgentSpec = z.infer<typeof AgentSpec>;
+
+export const AgentRunResult = z.object({
+  status: z.enum(["completed", "failed", "timeout"]),
+  return_code: z.number().int(),
+  error: z.string().nullable().optional(),
+  metadata: Dict.default({}),
+});
+export type AgentRunResult = z.infer<typeof AgentRunResult>;
+
+// ---------------------------------------------------------------- strategies
+
+export const StrategySpec = z.object({
+  strategy: z.string().min(1),
+  config: Dict.default({}),
+});
+export type StrategySpec = z.infer<typeof StrategySpec>;
+
+export const EvaluatorSpec = z.object({
+  strategy: z.string().min(1),
+  config: Dict.default({}),
+  env: StrDict.default({}),
+  refresh_runtime: z.boolean().default(false),
+});
+export type EvaluatorSpec = z.infer<typeof EvaluatorSpec>;
+
+// ---------------------------------------------------------------- task
+
+export const TaskRequest = z
+  .object({
+    task_id: Id,
+    instruction: z.string(),
+    num_samples: z.number().int().min(1).max(10_000).default(1),
+    dispatch_priority: z.number().int().min(0).max(100).default(0),
+    early_stop_min_usable_sessions: z.number().int().min(1).nullable().optional(),
+    timeout_seconds: z.number().positive().default(600),
+    runtime: RuntimeSpec.nullable().optional(),
+    agent: AgentSpec,
+    builder: StrategySpec.default({ strategy: "per_request", config: {} }),
+    evaluator: EvaluatorSpec.nullable().optional(),
+    callback_url: z.url().nullable().optional(),
+    metadata: TaskMetadata.default({}),
+    /** Extension: the gateway pool the sessions are dispatched to. */
+    pool: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/).default("default"),
+  })
+  .superRefine((t, ctx) => {
+    const min = t.early_stop_min_usable_sessions;
+    if (min != null && min > t.num_samples) {
+      ctx.addIssue({ code: "custom", path: ["early_stop_min_usable_sessions"], message: "must be <= num_samples" });
+    }
+  });
+export type TaskRequest = z.infer<typeof TaskRequest>;
+export type TaskRequestInput = z.input<typeof TaskRequest>;
+
+export const SessionDispatch = z.object({
+  session_id: Id,
+  task_id: Id,
+  instruction: z.string(),
+  dispatch_priority: z.number().int().min(0).max(100).default(0),
+  remaining_timeout_seconds: z.number().positive(),
+  runtime: RuntimeSpec.nullable().optional(),
+  agent: AgentSpec,
+  builder: StrategySpec.default({ strategy: "per_request", config: {} }),
+  evaluator: EvaluatorSpec.nullable().optional(),
+  callback_url: z.string().nullable().optional(),
+  metadata: TaskMetadata.default({}),
+  /** Extensions. */
+  sample_index: z.number().int().min(0).default(0),
+  created_at: z.string().optional(),
+});
+export type SessionDispatch = z.infer<typeof SessionDispatch>;
+
+// ---------------------------------------------------------------- statuses
+
+export const SESSION_STATUSES = [
+  "REGISTERED",
+  "INITIALIZING",
+  "READY",
+  "RUNNING",
+  "POST_RUN",
+  "BUILDING",
+  "EVALUATING",
+  "COMPLETED",
+  "ERROR",
+  "TIMEOUT",
+] as const;
+export const SessionStatus = z.enum(SESSION_STATUSES);
+export type SessionStatus = z.infer<typeof SessionStatus>;
+export const TERMINAL_STATUSES: ReadonlySet<SessionStatus> = new Set(["COMPLETED", "ERROR", "TIMEOUT"]);
+
+export const TrajectoryStatus = z.enum(["COMPLETED", "TIMEOUT", "ERROR"]);
+export type TrajectoryStatus = z.infer<typeof TrajectoryStatus>;
+
+// ---------------------------------------------------------------- completions
+
+export const CompletionRecord = z.looseObject({
+  completion_id: z.string(),
+  timestamp: z.string().nullable().optional(),
+  /** OpenAI-chat request after the vendor transform, before engine flags. */
+  request: Dict,
+  /** The client's body as received. */
+  original_request: Dict.default({}),
+  /** Engine-normalized upstream chat completion (token ids and logprobs included). */
+  response: Dict,
+  metadata: Dict.default({}),
+  /** Extensions: arrival order of the answer within the session, session attempt, API dialect. */
+  seq: z.number().int().min(0).optional(),
+  attempt: z.number().int().min(1).optional(),
+  api_type: z.string().optional(),
+});
+export type CompletionRecord = z.infer<typeof CompletionRecord>;
+
+export const CompletionSession = z.looseObject({
+  session_id: z.string(),
+  created_at: z.string().nullable().optional(),
+  completion_count: z.number().int().min(0).default(0),
+  task_id: z.string().nullable().optional(),
+  model_requested: z.string().nullable().optional(),
+  model_used: z.string().nullable().optional(),
+  api_type: z.string().nullable().optional(),
+  metadata: Dict.default({}),
+  completions: z.array(CompletionRecord).default([]),
+});
+export type CompletionSession = z.infer<typeof CompletionSession>;
+
+// ---------------------------------------------------------------- traces
+
+export const Trace = z
+  .object({
+    prompt_ids: z.array(z.number().int()).default([]),
+    response_ids: z.array(z.number().int()).default([]),
+    loss_mask: z.array(z.union([z.literal(0), z.literal(1)])).default([]),
+    prompt_messages: z.array(Dict).default([]),
+    response_messages: z.array(Dict).default([]),
+    tools: z.array(Dict).nullable().default(null),
+    finish_reason: z.string().nullable().default(null),
+    response_logprobs: z.array(z.number()).nullable().default(null),
+    reward: Finite.nullable().default(null),
+    reward_components: z.record(z.string().min(1), Finite).default({}),
+    metadata: Dict.default({}),
+  })
+  .superRefine((t, ctx) => {
+    if (t.loss_mask.length && t.loss_mask.length !== t.response_ids.length) {
+      ctx.addIssue({ code: "custom", path: ["loss_mask"], message: "length must equal response_ids" });
+    }
+    if (t.response_logprobs && t.response_logprobs.length !== t.response_ids.length) {
+      ctx.addIssue({ code: "custom", path: ["response_logprobs"], message: "length must equal response_ids" });
+    }
+  });
+export type Trace = z.infer<typeof Trace>;
+
+export const Trajectory = z.object({
+  status: TrajectoryStatus,
+  metadata: Dict.default({}),
+  traces: z.array(Trace).default([]),
+  error: z.string().nullable().default(null),
+});
+export type Trajectory = z.infer<typeof Trajectory>;
+
+export const EvalResult = z.object({
+  outcome_reward: Finite.nullable().default(null),
+  trace_rewards: z.array(Finite.nullable()).nullable().default(null),
+  outcome_reward_components: z.record(z.string(), Finite).nullable().default(null),
+  trace_reward_components: z.array(z.record(z.string(), Finite).nullable()).nullable().default(null),
+  metadata: Dict.default({}),
+});
+export type EvalResult = z.infer<typeof EvalResult>;
+
+// ---------------------------------------------------------------- results
+
+const ms = z.number().default(0);
+const count = z.number().int().default(0);
+const msMap = z.record(z.string(), z.number()).default({});
+export const SessionTiming = z.strictObject({
+  register_to_init_queue_ms: ms,
+  rollout_dispatch_ms: ms,
+  rollout_result_wait_ms: ms,
+  rollout_pipeline_e2e_ms: ms,
+  init_ms: ms,
+  ready_queue_ms: ms,
+  run_ms: ms,
+  postrun_queue_ms: ms,
+  postrun_ms: ms,
+  container_start_ms: ms,
+  eval_container_start_ms: ms,
+  runtime_validation_ms: ms,
+  eval_runtime_validation_ms: ms,
+  prepare_ms: ms,
+  eval_prepare_ms: ms,
+  agent_setup_ms: ms,
+  agent_exec_ms: ms,
+  agent_postprocess_ms: ms,
+  build_ms: ms,
+  eval_ms: ms,
+  postrun_exec_ms: ms,
+  runtime_stop_ms: ms,
+  e2e_ms: ms,
+  runtime_exec_ms: ms,
+  runtime_exec_count: count,
+  runtime_exec_timeout_count: count,
+  runtime_exec_failure_count: count,
+  runtime_exec_exception_count: count,
+  runtime_exec_cancelled_count: count,
+  runtime_exec_ms_by_category: msMap,
+  runtime_exec_count_by_category: msMap,
+  mini_swe_command_ms: ms,
+  mini_swe_command_count: count,
+  mini_swe_command_timeout_count: count,
+  mini_swe_command_failure_count: count,
+  mini_swe_command_ms_by_category: msMap,
+  mini_swe_command_count_by_category: msMap,
+});
+export type SessionTiming = z.infer<typeof SessionTiming>;
+export const emptyTiming = (): SessionTiming => SessionTiming.parse({});
+
+export const SessionResult = z.object({
+  session_id: z.string(),
+  task_id: z.string(),
+  status: SessionStatus,
+  trajectory: Trajectory,
+  timing: SessionTiming.default(emptyTiming),
+  node_id: z.string().nullable().default(null),
+  error: z.string().nullable().default(null),
+  metadata: Dict.default({}),
+  /** Extensions. */
+  attempt: z.number().int().min(1).default(1),
+  agent_result: AgentRunResult.nullable().optional(),
+  /** The raw captured session, kept so a trajectory can be rebuilt with another strategy. */
+  completion_session: CompletionSession.nullable().optional(),
+});
+export type SessionResult = z.infer<typeof SessionResult>;
+
+export const TASK_STATUSES = ["running", "completed", "failed", "cancelling", "cancelled"] as const;
+export const TaskState = z.enum(TASK_STATUSES);
+export type TaskState = z.infer<typeof TaskState>;
+
+/** Per-session summary kept in the task record (results themselves live on POLAR_RESULTS). */
+export const SessionSummary = z.object({
+  session_id: z.string(),
+  sample_index: z.number().int(),
+  status: SessionStatus,
+  attempt: z.number().int().default(1),
+  node_id: z.string().nullable().default(null),
+  reward: z.number().nullable().default(null),
+  trace_count: z.number().int().default(0),
+  prompt_tokens: z.number().int().default(0),
+  response_tokens: z.number().int().default(0),
+  error: z.string().nullable().default(null),
+  result_seq: z.number().int().nullable().default(null),
+});
+export type SessionSummary = z.infer<typeof SessionSummary>;
+
+export const TaskStatus = z.object({
+  task_id: z.string(),
+  status: TaskState,
+  total_sessions: z.number().int(),
+  completed_sessions: z.number().int(),
+  results: z.array(SessionResult).default([]),
+  result_paths: z.array(z.string()).default([]),
+  /** Extensions. */
+  sessions: z.array(SessionSummary).default([]),
+  created_at: z.string().optional(),
+  updated_at: z.string().optional(),
+  callback: z
+    .object({ delivered: z.boolean(), attempts: z.number().int(), error: z.string().nullable() })
+    .nullable()
+    .optional(),
+});
+export type TaskStatus = z.infer<typeof TaskStatus>;
+
+export const TaskResult = z.object({
+  task_id: z.string(),
+  status: z.string(),
+  results: z.array(SessionResult),
+  result_paths: z.array(z.string()).default([]),
+});
+export type TaskResult = z.infer<typeof TaskResult>;
+
+// ---------------------------------------------------------------- nodes
+
+export const NodeStageMetrics = z.object({
+  init_queue_depth: z.number().int().min(0).default(0),
+  init_inflight: z.number().int().min(0).default(0),
+  ready_depth: z.number().int().min(0).default(0),
+  run_inflight: z.number().int().min(0).default(0),
+  postrun_queue_depth: z.number().int().min(0).default(0),
+  postrun_inflight: z.number().int().min(0).default(0),
+});
+export type NodeStageMetrics = z.infer<typeof NodeStageMetrics>;
+
+export const NodeRegistration = z.object({
+  node_id: z.string().min(1),
+  gateway_url: z.string(),
+  max_init_workers: z.number().int().min(1),
+  max_run_workers: z.number().int().min(1),
+  max_postrun_workers: z.number().int().min(1),
+  heartbeat_interval_seconds: z.number().positive().default(30),
+  pool: z.string().default("default"),
+  started_at: z.string().optional(),
+});
+export type NodeRegistration = z.infer<typeof NodeRegistration>;
+
+export const NodeHeartbeat = z.object({
+  node_id: z.string().min(1),
+  metrics: NodeStageMetrics,
+  sent_at: z.string(),
+  draining: z.boolean().default(false),
+});
+export type NodeHeartbeat = z.infer<typeof NodeHeartbeat>;
+
+export const GatewayNodeInfo = NodeRegistration.extend({
+  metrics: NodeStageMetrics.default(NodeStageMetrics.parse({})),
+  healthy: z.boolean(),
+  draining: z.boolean().default(false),
+  last_heartbeat: z.string(),
+});
+export type GatewayNodeInfo = z.infer<typeof GatewayNodeInfo>;
+
+// ---------------------------------------------------------------- API envelopes
+
+export const TaskRef = z.object({ task_id: Id });
+export const CancelRequest = TaskRef.extend({ register_if_missing: z.boolean().default(false) });
+export const SubmitReply = z.object({ task_id: z.string(), status: z.string(), total_sessions: z.number().int() });
+export type SubmitReply = z.infer<typeof SubmitReply>;
+
+export const SystemStatus = z.object({
+  pending_sessions: z.number().int(),
+  running_tasks: z.number().int(),
+  nodes: z.array(GatewayNodeInfo),
+});
+export type SystemStatus = z.infer<typeof SystemStatus>;
+
+/** A message too large for NATS carries this instead of its body (header `polar-blob`). */
+export const BlobRef = z.object({ blob: z.string(), size: z.number().int() });
+export type BlobRef = z.infer<typeof BlobRef>;

@@ -1,0 +1,101 @@
+/**
+ * Every NATS subject, stream, consumer, bucket and header name the system uses,
+ * in one module. Builders validate their tokens so a malformed id can never
+ * produce a wildcard or a multi-token subject.
+ */
+
+export const PROTOCOL_VERSION = 1;
+
+/** A subject token: no dots, spaces or wildcards. Ids are further limited to this set. */
+const TOKEN_RE = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
+/** Session/task ids as the reference accepts them (dots allowed in the id itself). */
+export const ID_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+
+export function assertToken(kind: string, value: string): string {
+  if (!TOKEN_RE.test(value)) {
+    throw new TypeError(`${kind} ${JSON.stringify(value)} is not a valid subject token (letters, digits, _ and -; at most 128)`);
+  }
+  return value;
+}
+
+/** Ids may contain dots; inside subjects a dot is encoded so the id stays one token. */
+export function idToken(kind: string, id: string): string {
+  if (!ID_RE.test(id)) throw new TypeError(`${kind} ${JSON.stringify(id)} is not a valid id (${ID_RE.source})`);
+  return id.replaceAll(".", "_2E_");
+}
+
+export const STREAMS = {
+  sessions: "POLAR_SESSIONS",
+  results: "POLAR_RESULTS",
+  traces: "POLAR_TRACES",
+} as const;
+
+export const BUCKETS = {
+  tasks: "polar_tasks",
+  nodes: "polar_nodes",
+  blobs: "polar_blobs",
+} as const;
+
+export const HEADERS = {
+  contentType: "content-type",
+  protocolVersion: "polar-protocol",
+  msgId: "Nats-Msg-Id",
+  blobRef: "polar-blob",
+  error: "polar-error",
+} as const;
+
+export const CONTENT_TYPES = {
+  msgpack: "application/msgpack",
+  json: "application/json",
+} as const;
+
+export const SUBJECTS = {
+  api: {
+    submit: "polar.api.task.submit",
+    get: "polar.api.task.get",
+    cancel: "polar.api.task.cancel",
+    status: "polar.api.status",
+  },
+  /** Wildcards a stream binds to. */
+  streamSubjects: {
+    sessions: "polar.session.dispatch.>",
+    results: "polar.session.result.>",
+    traces: "polar.trace.>",
+  },
+  dispatch: (pool: string) => `polar.session.dispatch.${assertToken("pool", pool)}`,
+  result: (taskId: string) => `polar.session.result.${idToken("task_id", taskId)}`,
+  trace: (taskId: string, sessionId: string) =>
+    `polar.trace.${idToken("task_id", taskId)}.${idToken("session_id", sessionId)}`,
+  traceFilter: (taskId: string) => `polar.trace.${idToken("task_id", taskId)}.>`,
+  heartbeat: (nodeId: string) => `polar.node.heartbeat.${assertToken("node_id", nodeId)}`,
+  heartbeatAll: "polar.node.heartbeat.*",
+  /** Gateway control: cancel a session wherever it runs (core NATS, fan-out). */
+  sessionCancel: (sessionId: string) => `polar.session.cancel.${idToken("session_id", sessionId)}`,
+  sessionCancelAll: "polar.session.cancel.*",
+  event: (kind: EventKind) => `polar.event.${kind}`,
+  eventAll: "polar.event.>",
+} as const;
+
+export type EventKind =
+  | "task.created"
+  | "task.updated"
+  | "task.done"
+  | "session.state_changed"
+  | "node.joined"
+  | "node.left";
+
+/** Durable pull consumer that all gateways of a pool share. */
+export function dispatchConsumer(pool: string): string {
+  return `polar-gateways-${assertToken("pool", pool)}`;
+}
+
+export const RESULTS_CONSUMER = "polar-supervisor";
+
+/** KV keys cannot contain every character; ids are limited by ID_RE, which KV accepts. */
+export function taskKey(taskId: string): string {
+  return idToken("task_id", taskId);
+}
+
+export function nodeKey(nodeId: string): string {
+  return assertToken("node_id", nodeId);
+}

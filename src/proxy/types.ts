@@ -1,0 +1,60 @@
+/**
+ * The capturing proxy's boundary with the gateway. The proxy is an HTTP server
+ * that speaks each vendor's API; the gateway tells it which credentials are
+ * live and receives every captured completion.
+ */
+import type { CompletionRecord } from "../protocol/schemas.ts";
+
+export interface ProxySession {
+  sessionId: string;
+  taskId: string;
+  attempt: number;
+  /** Model name the upstream serves for this session (overrides the client's). */
+  modelServed?: string;
+  /** Dispatch metadata copied into each record's metadata. */
+  metadata: Record<string, unknown>;
+  /** False once the session left RUNNING (finished, cancelled, stale attempt): calls get 403. */
+  active: boolean;
+}
+
+export interface SessionDirectory {
+  /** The session a credential belongs to, or undefined (the call gets 401). */
+  lookup(credential: string): ProxySession | undefined;
+}
+
+export interface CaptureSink {
+  /** Stores one record; the proxy awaits it before answering the client. */
+  record(sessionId: string, record: CompletionRecord): Promise<void>;
+}
+
+export type UpstreamFlavor = "vllm" | "sglang";
+
+export interface ProxyOptions {
+  host: string;
+  /** 0 picks a free port. */
+  port: number;
+  /** Also listen on this Unix socket (for sandboxes without a network). */
+  socketPath?: string;
+  upstreams: string[];
+  flavor: UpstreamFlavor;
+  /** Default served model name when a session names none. */
+  modelServed: string;
+  maxBodyBytes: number;
+  upstreamTimeoutMs: number;
+}
+
+export interface ProxyStats {
+  requests: number;
+  captured: number;
+  errors: number;
+  inflight: number;
+}
+
+export interface ProxyHandle {
+  readonly url: string;
+  readonly port: number;
+  readonly socketPath?: string;
+  stats(): ProxyStats;
+  stop(): Promise<void>;
+  readonly closed: Promise<void>;
+}
