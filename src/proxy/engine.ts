@@ -18,8 +18,10 @@ export function withEngineFlags(req: ChatRequest, flavor: UpstreamFlavor): Json 
     out.top_logprobs ??= 0;
     out.messages = req.messages.map(renameReasoning);
   } else {
+    // return_token_ids: per-choice raw ids on SGLang builds that have it; older builds ignore it.
     out.return_prompt_token_ids = true;
     out.return_meta_info = true;
+    out.return_token_ids = true;
   }
   return out;
 }
