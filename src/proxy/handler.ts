@@ -165,6 +165,7 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
 }
 
 function sendRaw(res: ServerResponse, status: number, headers: Record<string, string>, text: string): void {
-  res.writeHead(status, { ...headers, "content-length": Buffer.byteLength(text) });
-  res.end(text);
+  const buf = Buffer.from(text, "utf8");
+  res.writeHead(status, { ...headers, "content-length": buf.length });
+  res.end(buf);
 }
