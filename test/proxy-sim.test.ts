@@ -97,7 +97,10 @@ for (const flavor of ["vllm", "sglang"] as UpstreamFlavor[]) {
       const tu = first.content.find((b) => b.type === "tool_use") as Anthropic.ToolUseBlock;
       expect(tu.input).toEqual({ command: "echo hello > hello.txt" });
       expect(first.content[0].type).toBe("thinking");
-      expectFaithful();
+      const rec = expectFaithful();
+      // count_tokens renders the same prompt (the engine has no /tokenize: the local template counts).
+      const counted = await client.messages.countTokens({ model: "claude-x", tools, thinking: base.thinking, messages: [{ role: "user", content: TASK }] });
+      expect(counted.input_tokens).toBe(rec.response.prompt_token_ids.length);
       messages.push({ role: "assistant", content: first.content }, { role: "user", content: [{ type: "tool_result", tool_use_id: tu.id, content: "" }] });
       const second = await client.messages.stream({ ...base, messages }).finalMessage();
       expectFaithful();

@@ -33,6 +33,8 @@ export interface FakeEngineOptions {
   port?: number;
   /** Keep at most this many received bodies (default 64). */
   keep?: number;
+  /** Answer generations after this many milliseconds. */
+  delayMs?: number;
 }
 
 export interface FakeEngine {
@@ -58,7 +60,8 @@ export async function startFakeEngine(opts: FakeEngineOptions): Promise<FakeEngi
       if ("status" in turn) return send(res, turn.status, turn.body);
       const answer = opts.flavor === "vllm" ? vllmAnswer(body, turn, n++) : sglangAnswer(body, turn, n++);
       push(answers, answer, keep);
-      send(res, 200, answer);
+      if (opts.delayMs) setTimeout(() => send(res, 200, answer), opts.delayMs).unref();
+      else send(res, 200, answer);
     }, () => send(res, 400, { error: { message: "bad json" } }));
   });
   server.keepAliveTimeout = 65_000;

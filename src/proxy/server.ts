@@ -73,8 +73,7 @@ export async function startProxy(deps: ProxyDeps, opts: ProxyOptions): Promise<P
 function configure(server: Server): Server {
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;
-  // Long generations are bounded by the upstream timeout, not by the server.
-  server.requestTimeout = 0;
+  // requestTimeout (Node's default, 300 s) bounds only receiving the request; generation time is the upstream timeout's.
   return server;
 }
 
