@@ -67,7 +67,8 @@ if (ROLE === "proxy") await serveProxy(process.env.POLAR_PROXY_BENCH_UPSTREAM!);
 // ---------------------------------------------------------------- load generator
 
 function startChild(role: string, env: Record<string, string> = {}): Promise<{ child: ChildProcess; url: string }> {
-  const execArgv = process.env.POLAR_PROXY_BENCH_PROFILE && role === "proxy" ? [...process.execArgv, "--cpu-prof", "--cpu-prof-dir=/tmp/proxy-prof"] : process.execArgv;
+  const extra = role === "proxy" ? (process.env.POLAR_PROXY_BENCH_NODE_FLAGS ?? "").split(" ").filter(Boolean) : [];
+  const execArgv = [...process.execArgv, ...extra];
   const child = fork(SELF, [], { execArgv, env: { ...process.env, POLAR_PROXY_BENCH_ROLE: role, ...env }, stdio: ["ignore", "inherit", "inherit", "ipc"] });
   return new Promise((resolve, reject) => {
     child.once("message", (m: { url: string }) => resolve({ child, url: m.url }));
@@ -157,25 +158,27 @@ export async function run(): Promise<void> {
       const p: number[] = [];
       let ds = 0;
       let ps = 0;
+      let cpu = 0;
       for (let r = 0; r < rounds; r++) {
-        const x = await both(n, c);
-        d.push(...x.d.latencies);
-        p.push(...x.p.latencies);
-        ds += x.d.seconds;
-        ps += x.p.seconds;
+        const dr = await drive(direct, "/v1/chat/completions", body, headers, n, c);
+        const before = await proxyStats(px.child);
+        const pr = await drive(proxied, "/v1/chat/completions", body, headers, n, c);
+        const after = await proxyStats(px.child);
+        cpu += after.cpu.user + after.cpu.system - before.cpu.user - before.cpu.system;
+        d.push(...dr.latencies);
+        p.push(...pr.latencies);
+        ds += dr.seconds;
+        ps += pr.seconds;
       }
       const dm = pct(d, 50), pm = pct(p, 50), d99 = pct(d, 99), p99 = pct(p, 99);
       console.log(
         `concurrency ${c}: direct median ${f(dm)} ms p99 ${f(d99)} ms | proxied median ${f(pm)} ms p99 ${f(p99)} ms | ` +
-          `added median ${f(pm - dm)} ms p99 ${f(p99 - d99)} ms | calls/s direct ${f(d.length / ds, 0)} proxied (captured) ${f(p.length / ps, 0)}`,
+          `added median ${f(pm - dm)} ms p99 ${f(p99 - d99)} ms | calls/s direct ${f(d.length / ds, 0)} proxied (captured) ${f(p.length / ps, 0)} | ` +
+          `proxy CPU ${f(cpu / p.length, 0)} µs per call`,
       );
     }
     const stats = await proxyStats(px.child);
-    const cpuMs = (stats.cpu.user + stats.cpu.system) / 1000;
-    console.log(
-      `proxy captured ${stats.stats.captured} calls, stored ${stats.stored}, errors ${stats.stats.errors}; ` +
-        `proxy CPU ${f((cpuMs * 1000) / stats.stats.captured, 0)} µs per call (${f(1000 / ((cpuMs) / stats.stats.captured), 0)} calls/s per core)`,
-    );
+    console.log(`proxy captured ${stats.stats.captured} calls, stored ${stats.stored}, errors ${stats.stats.errors}`);
   } finally {
     await direct.close();
     await proxied.close();
