@@ -118,7 +118,7 @@ export function generate(spec: SessionSpec): Generated {
     const c = l[spec.schedule[k % spec.schedule.length] % l.length];
     k++;
     const s = c.steps[c.step];
-    if (s.compact) c.messages = [c.system(), { role: "user", content: `Summary of earlier work: ${words(5, s.seed)}. Continue.` }];
+    if (s.compact) c.messages = [c.system(), { role: "user", content: `Summary of steps 0-${c.step}: ${words(5, s.seed)}. Continue.` }];
     const prompt = tok.tokenizeChat(c.messages, { tools: TOOLS });
     const push = (answer: Answer, superseded: boolean) => {
       const id = `c${c.index}s${c.step}${superseded ? "r" : ""}-${records.length}`;
