@@ -1,0 +1,31 @@
+/** What every session attempt of a gateway shares. */
+import type { Logger } from "pino";
+import type { RuntimeSpec } from "../../protocol/schemas.ts";
+import type { EventKind } from "../../protocol/subjects.ts";
+import type { BuilderDeps, TrajectoryBuilder } from "../../builders/types.ts";
+import type { Evaluator } from "../../evaluators/types.ts";
+import type { Harness, HarnessDeps } from "../../harnesses/types.ts";
+import type { Runtime, RuntimeContext } from "../../runtimes/types.ts";
+import type { Registry } from "../../util/registry.ts";
+import type { CaptureRegistry } from "./capture.ts";
+
+export interface GatewayRegistries {
+  builders: Registry<TrajectoryBuilder, BuilderDeps>;
+  runtimes: Registry<Runtime, { spec: RuntimeSpec; ctx: RuntimeContext }>;
+  harnesses: Registry<Harness, HarnessDeps>;
+  evaluators: Registry<Evaluator, Record<string, never>>;
+}
+
+export interface GatewayContext {
+  nodeId: string;
+  log: Logger;
+  registries: GatewayRegistries;
+  capture: CaptureRegistry;
+  proxyEndpoint: RuntimeContext["proxy"];
+  defaultRuntime: unknown;
+  workRoot: string;
+  toolsDir?: string;
+  keepSessionDirs: boolean;
+  builderDeps(): BuilderDeps;
+  emit(kind: EventKind, body: unknown): void;
+}

@@ -1,0 +1,176 @@
+/**
+ * The Gateway (node) actor: joins a pool by binding the shared durable pull
+ * consumer, runs sessions through its stage pipeline, serves the capturing
+ * model proxy, registers itself in `polar_nodes` and heartbeats with stage
+ * metrics. Leaving: stop pulling, announce, cancel what is in flight (its
+ * messages are redelivered to other gateways as new attempts), drain.
+ */
+import { randomBytes } from "node:crypto";
+import { mkdir, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { NatsConnection } from "@nats-io/transport-node";
+import type { Logger } from "pino";
+import { encode } from "../../protocol/codec.ts";
+import { STREAMS, SUBJECTS, nodeKey, type EventKind } from "../../protocol/subjects.ts";
+import type { GatewayNodeInfo, NodeHeartbeat, RuntimeSpec } from "../../protocol/schemas.ts";
+import { DEFAULT_INFRA, ensureDispatchConsumer, openInfra, type InfraOptions } from "../../nats/infra.ts";
+import { startProxy } from "../../proxy/server.ts";
+import type { ProxyOptions } from "../../proxy/types.ts";
+import { qwen3Tokenizer } from "../../tokenizer/qwen3.ts";
+import { actorHandle, type ActorHandle } from "../lifecycle.ts";
+import { TaskStore } from "../supervisor/task-store.ts";
+import { CaptureRegistry } from "./capture.ts";
+import type { GatewayContext, GatewayRegistries } from "./context.ts";
+import { Pipeline, type StageLimits } from "./pipeline.ts";
+
+export interface GatewayDeps {
+  nc: NatsConnection;
+  log: Logger;
+  registries: GatewayRegistries;
+}
+
+export interface GatewayOptions {
+  nodeId?: string;
+  pool?: string;
+  limits?: Partial<Omit<StageLimits, "keepAliveMs">>;
+  heartbeatIntervalMs?: number;
+  proxy: Partial<ProxyOptions> & Pick<ProxyOptions, "upstreams">;
+  /** Used when a task names no runtime. */
+  defaultRuntime?: Partial<RuntimeSpec>;
+  /** Host directory for session files (default: a temporary directory). */
+  workRoot?: string;
+  toolsDir?: string;
+  keepSessionDirs?: boolean;
+  infra?: InfraOptions;
+}
+
+export interface GatewayHandle extends ActorHandle {
+  readonly nodeId: string;
+  readonly proxyUrl: string;
+  metrics(): ReturnType<Pipeline["metrics"]>;
+  /** Closes the NATS connection abruptly (tests: a gateway that loses NATS). */
+  readonly pipeline: Pipeline;
+}
+
+export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Promise<GatewayHandle> {
+  const nodeId = opts.nodeId ?? `gw-${randomBytes(4).toString("hex")}`;
+  const pool = opts.pool ?? "default";
+  const log = deps.log.child({ actor: "gateway", node_id: nodeId });
+  const infraOpts = { ...DEFAULT_INFRA, ...opts.infra };
+  const infra = await openInfra(deps.nc, infraOpts);
+  const durable = await ensureDispatchConsumer(infra.jsm, pool, infraOpts);
+  const workRoot = opts.workRoot ?? join(tmpdir(), `polar-${nodeId}`);
+  await mkdir(workRoot, { recursive: true });
+  const capture = new CaptureRegistry();
+  const proxy = await startProxy(
+    { sessions: capture, sink: capture, log },
+    {
+      host: "127.0.0.1",
+      port: 0,
+      flavor: "vllm",
+      modelServed: "Qwen/Qwen3-8B",
+      maxBodyBytes: 32 * 1024 * 1024,
+      upstreamTimeoutMs: 900_000,
+      socketPath: join(workRoot, "proxy.sock"),
+      ...opts.proxy,
+    },
+  );
+  const emit = (kind: EventKind, body: unknown) => deps.nc.publish(SUBJECTS.event(kind), encode(body));
+  let tokenizer: ReturnType<typeof qwen3Tokenizer> | undefined;
+  const g: GatewayContext = {
+    nodeId,
+    log,
+    registries: deps.registries,
+    capture,
+    proxyEndpoint: { url: proxy.url, socketPath: proxy.socketPath },
+    defaultRuntime: { backend: "local", ...opts.defaultRuntime },
+    workRoot,
+    toolsDir: opts.toolsDir,
+    keepSessionDirs: opts.keepSessionDirs ?? false,
+    builderDeps: () => ({ tokenizer: (tokenizer ??= qwen3Tokenizer()) }),
+    emit,
+  };
+  const maxRun = opts.limits?.maxRunWorkers ?? 2;
+  const limits: StageLimits = {
+    maxInitWorkers: opts.limits?.maxInitWorkers ?? 4,
+    maxRunWorkers: maxRun,
+    maxPostrunWorkers: opts.limits?.maxPostrunWorkers ?? 4,
+    readyCapacity: opts.limits?.readyCapacity ?? maxRun,
+    keepAliveMs: Math.max(200, Math.floor(infraOpts.dispatchAckWaitMs / 3)),
+  };
+  const pipeline = new Pipeline(g, infra, new TaskStore(infra.tasks), limits, log);
+
+  const cancelSub = deps.nc.subscribe(SUBJECTS.sessionCancelAll, {
+    callback: (err, msg) => {
+      if (err) return log.error({ err }, "cancel subscription failed");
+      const sid = msg.subject.slice(msg.subject.lastIndexOf(".") + 1).replaceAll("_2E_", ".");
+      if (pipeline.cancel(sid, "session cancelled")) log.info({ session_id: sid }, "session cancelled");
+    },
+  });
+
+  const heartbeatMs = opts.heartbeatIntervalMs ?? 5000;
+  const info = (): GatewayNodeInfo => ({
+    node_id: nodeId,
+    gateway_url: proxy.url,
+    max_init_workers: limits.maxInitWorkers,
+    max_run_workers: limits.maxRunWorkers,
+    max_postrun_workers: limits.maxPostrunWorkers,
+    heartbeat_interval_seconds: heartbeatMs / 1000,
+    pool,
+    started_at: startedAt,
+    metrics: pipeline.metrics(),
+    healthy: true,
+    draining: stopping,
+    last_heartbeat: new Date().toISOString(),
+  });
+  const startedAt = new Date().toISOString();
+  let stopping = false;
+  let beating = false;
+  const beat = async () => {
+    if (beating) return; // skip a tick while the last one runs
+    beating = true;
+    try {
+      const hb: NodeHeartbeat = { node_id: nodeId, metrics: pipeline.metrics(), sent_at: new Date().toISOString(), draining: stopping };
+      deps.nc.publish(SUBJECTS.heartbeat(nodeId), encode(hb));
+      await infra.nodes.put(nodeKey(nodeId), encode(info()));
+    } catch (err) {
+      log.warn({ err }, "heartbeat failed");
+    } finally {
+      beating = false;
+    }
+  };
+  await beat();
+  emit("node.joined", { node_id: nodeId, pool });
+  const hbTimer = setInterval(() => void beat(), heartbeatMs * (0.9 + Math.random() * 0.2));
+  hbTimer.unref();
+
+  // A gateway that lost NATS for good cannot ack: its sessions will run elsewhere, so stop them here.
+  void deps.nc.closed().then(() => pipeline.cancelAll("gateway lost its NATS connection", true));
+
+  const abort = new AbortController();
+  const consumer = await infra.js.consumers.get(STREAMS.sessions, durable);
+  const pulling = pipeline.pullLoop(consumer, abort.signal);
+  log.info({ proxy: proxy.url, pool, limits }, "gateway started");
+
+  return actorHandle(
+    { nodeId, proxyUrl: proxy.url, metrics: () => pipeline.metrics(), pipeline },
+    [
+      () => {
+        stopping = true;
+        abort.abort(new Error("gateway stopping"));
+      },
+      () => pulling,
+      () => beat(),
+      () => pipeline.cancelAll("gateway stopping", true),
+      () => pipeline.settle(),
+      () => clearInterval(hbTimer),
+      () => cancelSub.drain(),
+      () => infra.nodes.delete(nodeKey(nodeId)),
+      () => emit("node.left", { node_id: nodeId }),
+      () => proxy.stop(),
+      () => (opts.workRoot ? undefined : rm(workRoot, { recursive: true, force: true })),
+    ],
+    (err) => log.warn({ err }, "gateway stop step failed"),
+  );
+}

@@ -1,0 +1,43 @@
+/**
+ * The trainer API over HTTP, same schemas and errors as over NATS:
+ * POST /rollout/task/submit, GET|DELETE /rollout/task/{id}, GET /rollout/status,
+ * GET /nodes, GET /health. Errors are `{"error": {code, message, retryable, details}}`.
+ */
+import { createServer, type Server } from "node:http";
+import type { Logger } from "pino";
+import { PolarError } from "../../protocol/errors.ts";
+import { readJson, sendError, sendJson } from "../../util/http.ts";
+import type { TaskService } from "./tasks.ts";
+
+const MAX_BODY = 8 * 1024 * 1024;
+
+export function createApiServer(tasks: TaskService, log: Logger): Server {
+  return createServer((req, res) => {
+    route(tasks, req.method ?? "GET", new URL(req.url ?? "/", "http://x"), req)
+      .then((body) => sendJson(res, 200, body))
+      .catch((err) => {
+        if (!(err instanceof PolarError)) log.error({ err, url: req.url }, "API request failed");
+        sendError(res, err);
+      });
+  });
+}
+
+async function route(tasks: TaskService, method: string, url: URL, req: Parameters<typeof readJson>[0]): Promise<unknown> {
+  const path = url.pathname.replace(/\/+$/, "") || "/";
+  if (path === "/health" && method === "GET") {
+    const nodes = await tasks.nodes();
+    return { status: "ok", nodes: nodes.filter((n) => n.healthy).length };
+  }
+  if (path === "/rollout/task/submit" && method === "POST") return tasks.submit(await readJson(req, MAX_BODY));
+  if (path === "/rollout/status" && method === "GET") return tasks.status();
+  if (path === "/nodes" && method === "GET") return { nodes: await tasks.nodes() };
+  const m = /^\/rollout\/task\/([^/]+)$/.exec(path);
+  if (m) {
+    const task_id = decodeURIComponent(m[1]);
+    if (method === "GET") return tasks.get({ task_id });
+    if (method === "DELETE") {
+      return tasks.cancel({ task_id, register_if_missing: url.searchParams.get("register_if_missing") === "true" });
+    }
+  }
+  throw new PolarError("not_found", `no route ${method} ${path}`);
+}

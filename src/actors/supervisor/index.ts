@@ -1,0 +1,153 @@
+/**
+ * The Supervisor actor: the task API (NATS request/reply and HTTP), session
+ * expansion and dispatch, durable task state, result and trace streams,
+ * callbacks. All state lives in JetStream, so a restarted supervisor picks
+ * up where the last one stopped.
+ */
+import type { Server } from "node:http";
+import type { NatsConnection } from "@nats-io/transport-node";
+import type { Logger } from "pino";
+import { encode } from "../../protocol/codec.ts";
+import { errorMessage } from "../../protocol/errors.ts";
+import { emptyTiming, TERMINAL_STATUSES, type SessionResult } from "../../protocol/schemas.ts";
+import { SUBJECTS, type EventKind } from "../../protocol/subjects.ts";
+import { ensureResultsConsumer, openInfra, type Infra, type InfraOptions } from "../../nats/infra.ts";
+import { publishDurable, serveRequests } from "../../nats/messages.ts";
+import { closeServer, listen } from "../../util/http.ts";
+import { actorHandle, type ActorHandle } from "../lifecycle.ts";
+import { DEFAULT_CALLBACK, postCallback, type CallbackOptions } from "./callback.ts";
+import { createApiServer } from "./http.ts";
+import { consumeResults } from "./results.ts";
+import { TaskStore, type TaskRecord } from "./task-store.ts";
+import { TaskService, type SpecChecker } from "./tasks.ts";
+
+export interface SupervisorDeps {
+  nc: NatsConnection;
+  log: Logger;
+  /** Validates strategy names/configs at submit time (registries). */
+  check?: SpecChecker;
+}
+
+export interface SupervisorOptions {
+  /** HTTP API; `undefined` port means no HTTP server. */
+  http?: { host: string; port: number };
+  infra?: InfraOptions;
+  callback?: Partial<CallbackOptions>;
+  /** Sessions with no result this long after their task budget are given a TIMEOUT result. */
+  resultGraceMs?: number;
+  sweepIntervalMs?: number;
+}
+
+export interface SupervisorHandle extends ActorHandle {
+  readonly httpUrl?: string;
+  readonly tasks: TaskService;
+}
+
+export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOptions = {}): Promise<SupervisorHandle> {
+  const log = deps.log.child({ actor: "supervisor" });
+  const infra = await openInfra(deps.nc, opts.infra);
+  await ensureResultsConsumer(infra.jsm);
+  const store = new TaskStore(infra.tasks);
+  const emit = (kind: EventKind, body: unknown) => deps.nc.publish(SUBJECTS.event(kind), encode(body));
+  const tasks = new TaskService({ infra, store, log, check: deps.check, emit });
+  const abort = new AbortController();
+  const callbackOpts = { ...DEFAULT_CALLBACK, ...opts.callback };
+
+  const onTaskDone = async (rec: TaskRecord) => {
+    emit("task.done", { task_id: rec.request.task_id, status: rec.status });
+    log.info({ task_id: rec.request.task_id, status: rec.status }, "task finished");
+    const url = rec.request.callback_url;
+    if (!url) return;
+    const status = await tasks.toStatus(rec, true);
+    const result = { task_id: status.task_id, status: status.status, results: status.results, result_paths: [] };
+    const outcome = await postCallback(url, result, callbackOpts, log, abort.signal);
+    await store.update(rec.request.task_id, (r) => {
+      r.callback = outcome;
+      return true;
+    });
+  };
+
+  const subs = [
+    serveRequests(deps.nc, SUBJECTS.api.submit, (b) => tasks.submit(b), log),
+    serveRequests(deps.nc, SUBJECTS.api.get, (b) => tasks.get(b), log),
+    serveRequests(deps.nc, SUBJECTS.api.cancel, (b) => tasks.cancel(b), log),
+    serveRequests(deps.nc, SUBJECTS.api.status, () => tasks.status(), log),
+  ];
+  const consuming = consumeResults({ infra, store, log, onTaskDone, emit }, abort.signal).catch((err) => {
+    if (!abort.signal.aborted) log.error({ err }, "results consumer stopped");
+  });
+
+  await recover(tasks, store, log, onTaskDone);
+  const sweepTimer = setInterval(
+    () => void sweep(infra, store, log, opts.resultGraceMs ?? 120_000).catch((err) => log.warn({ err }, "sweep failed")),
+    opts.sweepIntervalMs ?? 5_000,
+  );
+  sweepTimer.unref();
+
+  let server: Server | undefined;
+  let httpUrl: string | undefined;
+  if (opts.http) {
+    server = createApiServer(tasks, log);
+    const port = await listen(server, opts.http.port, opts.http.host);
+    httpUrl = `http://${opts.http.host === "0.0.0.0" ? "127.0.0.1" : opts.http.host}:${port}`;
+  }
+  log.info({ httpUrl }, "supervisor started");
+
+  return actorHandle(
+    { httpUrl, tasks },
+    [
+      () => server && closeServer(server),
+      () => clearInterval(sweepTimer),
+      () => abort.abort(new Error("supervisor stopping")),
+      () => Promise.all(subs.map((s) => s.drain())),
+      () => consuming,
+    ],
+    (err) => log.warn({ err }, "supervisor stop step failed"),
+  );
+}
+
+/** After a restart: finish dispatching interrupted submits and deliver missed callbacks. */
+async function recover(tasks: TaskService, store: TaskStore, log: Logger, onTaskDone: (r: TaskRecord) => Promise<void>) {
+  for await (const rec of store.list()) {
+    try {
+      if (rec.status === "running" && !rec.dispatched) {
+        log.info({ task_id: rec.request.task_id }, "re-dispatching an interrupted submit");
+        await tasks.dispatch(rec);
+      } else if ((rec.status === "completed" || rec.status === "cancelled") && rec.callback == null && rec.sessions.length) {
+        void onTaskDone(rec).catch((err) => log.warn({ err }, "callback after restart failed"));
+      }
+    } catch (err) {
+      log.error({ err: errorMessage(err), task_id: rec.request.task_id }, "recovery of a task failed");
+    }
+  }
+}
+
+/**
+ * Gives sessions that can no longer report (budget long exhausted, gateway
+ * gone, deliveries exhausted) a TIMEOUT result, through the normal results
+ * path so that every task ends.
+ */
+async function sweep(infra: Infra, store: TaskStore, log: Logger, graceMs: number): Promise<void> {
+  const now = Date.now();
+  for await (const rec of store.list()) {
+    if (rec.status !== "running" && rec.status !== "cancelling") continue;
+    const deadline = Date.parse(rec.created_at) + rec.request.timeout_seconds * 1000 + graceMs;
+    if (now < deadline) continue;
+    for (const s of rec.sessions) {
+      if (TERMINAL_STATUSES.has(s.status)) continue;
+      const result: SessionResult = {
+        session_id: s.session_id,
+        task_id: rec.request.task_id,
+        status: "TIMEOUT",
+        trajectory: { status: "TIMEOUT", metadata: {}, traces: [], error: "no session result within the task budget" },
+        timing: emptyTiming(),
+        node_id: null,
+        error: "no session result within the task budget",
+        metadata: rec.request.metadata,
+        attempt: Math.max(1, s.attempt),
+      };
+      log.warn({ task_id: rec.request.task_id, session_id: s.session_id }, "session overdue: recording TIMEOUT");
+      await publishDurable(infra, SUBJECTS.result(rec.request.task_id), result, `${s.session_id}:overdue`);
+    }
+  }
+}

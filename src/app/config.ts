@@ -1,0 +1,109 @@
+/**
+ * Process configuration: one strict schema, parsed once at the entry point,
+ * frozen, passed down. Unknown keys fail with the path of the key.
+ */
+import { readFile } from "node:fs/promises";
+import { z } from "zod";
+import { validate } from "../protocol/codec.ts";
+import { ValidationError } from "../protocol/errors.ts";
+
+const Proxy = z.strictObject({
+  host: z.string().default("127.0.0.1"),
+  port: z.number().int().min(0).max(65535).default(0),
+  upstreams: z.array(z.url()).default([]),
+  flavor: z.enum(["vllm", "sglang"]).default("vllm"),
+  model_served: z.string().default("Qwen/Qwen3-8B"),
+  max_body_bytes: z.number().int().positive().default(32 * 1024 * 1024),
+  upstream_timeout_ms: z.number().int().positive().default(900_000),
+});
+
+const Gateway = z.strictObject({
+  node_id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/).optional(),
+  pool: z.string().default("default"),
+  max_init_workers: z.number().int().min(1).default(4),
+  max_run_workers: z.number().int().min(1).default(2),
+  max_postrun_workers: z.number().int().min(1).default(4),
+  ready_capacity: z.number().int().min(1).optional(),
+  heartbeat_interval_ms: z.number().int().min(100).default(5000),
+  work_root: z.string().optional(),
+  tools_dir: z.string().optional(),
+  keep_session_dirs: z.boolean().default(false),
+  default_runtime: z.record(z.string(), z.unknown()).default({ backend: "local" }),
+  proxy: Proxy.default(() => Proxy.parse({})),
+});
+
+export const PolarConfig = z.strictObject({
+  nats_url: z.string().optional(),
+  supervisor: z
+    .strictObject({
+      http_host: z.string().default("127.0.0.1"),
+      http_port: z.number().int().min(0).max(65535).default(8080),
+      result_grace_ms: z.number().int().positive().default(120_000),
+    })
+    .default({ http_host: "127.0.0.1", http_port: 8080, result_grace_ms: 120_000 }),
+  gateway: Gateway.default(() => Gateway.parse({})),
+  infra: z
+    .strictObject({
+      dispatch_ack_wait_ms: z.number().int().min(500).default(30_000),
+      max_deliver: z.number().int().min(1).default(5),
+      node_ttl_ms: z.number().int().min(1000).default(90_000),
+    })
+    .default({ dispatch_ack_wait_ms: 30_000, max_deliver: 5, node_ttl_ms: 90_000 }),
+});
+export type PolarConfig = z.infer<typeof PolarConfig>;
+
+export async function loadConfig(path?: string): Promise<Readonly<PolarConfig>> {
+  let raw: unknown = {};
+  if (path) {
+    const text = await readFile(path, "utf8").catch((err) => {
+      throw new ValidationError("config", [{ path: "", message: `cannot read ${path}: ${(err as Error).message}` }]);
+    });
+    try {
+      raw = JSON.parse(text);
+    } catch {
+      throw new ValidationError("config", [{ path: "", message: `${path} is not valid JSON` }]);
+    }
+  }
+  return deepFreeze(validate(PolarConfig, raw, `config ${path ?? "(defaults)"}`));
+}
+
+function deepFreeze<T>(o: T): T {
+  if (o && typeof o === "object") {
+    for (const v of Object.values(o)) deepFreeze(v);
+    Object.freeze(o);
+  }
+  return o;
+}
+
+export function gatewayOptionsFrom(c: PolarConfig) {
+  const g = c.gateway;
+  return {
+    nodeId: g.node_id,
+    pool: g.pool,
+    limits: {
+      maxInitWorkers: g.max_init_workers,
+      maxRunWorkers: g.max_run_workers,
+      maxPostrunWorkers: g.max_postrun_workers,
+      readyCapacity: g.ready_capacity,
+    },
+    heartbeatIntervalMs: g.heartbeat_interval_ms,
+    workRoot: g.work_root,
+    toolsDir: g.tools_dir,
+    keepSessionDirs: g.keep_session_dirs,
+    defaultRuntime: g.default_runtime,
+    proxy: {
+      host: g.proxy.host,
+      port: g.proxy.port,
+      upstreams: [...g.proxy.upstreams],
+      flavor: g.proxy.flavor,
+      modelServed: g.proxy.model_served,
+      maxBodyBytes: g.proxy.max_body_bytes,
+      upstreamTimeoutMs: g.proxy.upstream_timeout_ms,
+    },
+    infra: infraOptionsFrom(c),
+  };
+}
+
+export function infraOptionsFrom(c: PolarConfig) {
+  return { dispatchAckWaitMs: c.infra.dispatch_ack_wait_ms, maxDeliver: c.infra.max_deliver, nodeTtlMs: c.infra.node_ttl_ms };
+}

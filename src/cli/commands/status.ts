@@ -1,0 +1,37 @@
+import type { Command } from "commander";
+import { connectNats } from "../../nats/infra.ts";
+import { request } from "../../nats/messages.ts";
+import type { SystemStatus, TaskStatus } from "../../protocol/schemas.ts";
+import { SUBJECTS } from "../../protocol/subjects.ts";
+import { resolveNatsUrl } from "../common.ts";
+import { formatSummary } from "../submit-flow.ts";
+
+export function register(program: Command): void {
+  program
+    .command("status")
+    .description("show pending sessions, running tasks and gateway nodes; with a task id, that task's sessions")
+    .argument("[task_id]", "a task to show")
+    .option("--nats <url>", "NATS server URL (default: POLAR_NATS_URL or the running `polar up`)")
+    .option("--json", "print JSON")
+    .action(async (taskId: string | undefined, o: { nats?: string; json?: boolean }) => {
+      const nc = await connectNats(await resolveNatsUrl(o.nats), "polar-cli");
+      try {
+        if (taskId) {
+          const st = await request<TaskStatus>(nc, SUBJECTS.api.get, { task_id: taskId });
+          process.stdout.write(o.json ? `${JSON.stringify(st, null, 2)}\n` : `${formatSummary(st)}\n`);
+          return;
+        }
+        const s = await request<SystemStatus>(nc, SUBJECTS.api.status, {});
+        if (o.json) return void process.stdout.write(`${JSON.stringify(s, null, 2)}\n`);
+        process.stdout.write(`pending sessions: ${s.pending_sessions}\nrunning tasks: ${s.running_tasks}\nnodes: ${s.nodes.length}\n`);
+        for (const n of s.nodes) {
+          const m = n.metrics;
+          process.stdout.write(
+            `  ${n.node_id} ${n.healthy ? "healthy" : "UNHEALTHY"}${n.draining ? " draining" : ""} pool=${n.pool} init=${m.init_inflight}/${n.max_init_workers} ready=${m.ready_depth} run=${m.run_inflight}/${n.max_run_workers} postrun=${m.postrun_inflight}/${n.max_postrun_workers} proxy=${n.gateway_url}\n`,
+          );
+        }
+      } finally {
+        await nc.drain();
+      }
+    });
+}

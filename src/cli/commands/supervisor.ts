@@ -1,0 +1,34 @@
+import type { Command } from "commander";
+import { startSupervisor } from "../../actors/supervisor/index.ts";
+import { infraOptionsFrom, loadConfig } from "../../app/config.ts";
+import { createRegistries, specChecker } from "../../app/registries.ts";
+import { connectNats } from "../../nats/infra.ts";
+import { createLogger } from "../../util/log.ts";
+import { resolveNatsUrl, untilSignal } from "../common.ts";
+
+export function register(program: Command): void {
+  program
+    .command("supervisor")
+    .description("run the Supervisor actor: task API over NATS and HTTP, dispatch, durable task state, results and traces")
+    .option("-c, --config <file>", "config file (JSON, see config/polar.example.json)")
+    .option("--nats <url>", "NATS server URL (default: POLAR_NATS_URL or the running `polar up`)")
+    .option("--http-port <port>", "HTTP API port (0: any free port)", Number)
+    .option("--http-host <host>", "HTTP API host")
+    .action(async (o: { config?: string; nats?: string; httpPort?: number; httpHost?: string }) => {
+      const config = await loadConfig(o.config);
+      const log = createLogger();
+      const nc = await connectNats(await resolveNatsUrl(o.nats ?? config.nats_url), "polar-supervisor");
+      const sup = await startSupervisor(
+        { nc, log, check: specChecker(createRegistries()) },
+        {
+          http: { host: o.httpHost ?? config.supervisor.http_host, port: o.httpPort ?? config.supervisor.http_port },
+          infra: infraOptionsFrom(config),
+          resultGraceMs: config.supervisor.result_grace_ms,
+        },
+      );
+      process.stdout.write(`supervisor: API ${sup.httpUrl}\n`);
+      await untilSignal();
+      await sup.stop();
+      await nc.drain();
+    });
+}

@@ -1,0 +1,159 @@
+/**
+ * One HTTP request, end to end: route, authenticate, read and convert the
+ * body, call the upstream, store the record, answer in the client's dialect.
+ * Every failure is answered in the client's vendor error format; nothing is
+ * recorded unless the upstream answered and the call was well-formed.
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Logger } from "../util/log.ts";
+import { PolarError } from "../protocol/errors.ts";
+import type { Json } from "./chat-types.ts";
+import type { ApiType, CallContext, Dialect } from "./dialect.ts";
+import { dialectOf } from "./dialects/index.ts";
+import { detectByBody, detectRoute, headerCredential, splitCredentialPath, type Route } from "./detect.ts";
+import { normalizeResponse, withEngineFlags } from "./engine.ts";
+import { asProxyError, errorStatus, proxyError } from "./errors.ts";
+import { checkContentType, decodeBody, parseJsonObject, readBody } from "./http-body.ts";
+import { buildRecord, nextSeq } from "./record.ts";
+import { sideKind } from "./side-calls.ts";
+import { SSE_HEADERS } from "./sse.ts";
+import type { CaptureSink, ProxyOptions, ProxySession, ProxyStats, SessionDirectory } from "./types.ts";
+import type { UpstreamPool } from "./upstream.ts";
+import { answerMeta } from "./meta-routes.ts";
+
+export interface HandlerDeps {
+  sessions: SessionDirectory;
+  sink: CaptureSink;
+  log: Logger;
+  upstream: UpstreamPool;
+  opts: ProxyOptions;
+  stats: ProxyStats;
+}
+
+export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
+export function createHandler(d: HandlerDeps): Handler {
+  return (req, res) => {
+    d.stats.requests++;
+    d.stats.inflight++;
+    serve(d, req, res)
+      .catch((err: unknown) => fail(d, res, err, "openai_chat"))
+      .finally(() => d.stats.inflight--);
+  };
+}
+
+/** State of one call, so a failure at any step is answered in the right dialect. */
+interface Call {
+  apiType: ApiType;
+}
+
+async function serve(d: HandlerDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const url = req.url ?? "/";
+  const q = url.indexOf("?");
+  const rawPath = q < 0 ? url : url.slice(0, q);
+  const query = new URLSearchParams(q < 0 ? "" : url.slice(q + 1));
+  const method = req.method ?? "GET";
+  if (rawPath === "/health" && method === "GET") return sendJson(res, 200, { status: "ok", inflight: d.stats.inflight });
+  const { credential: pathCred, path } = splitCredentialPath(rawPath);
+  const route = detectRoute(method, path, req.headers);
+  const call: Call = { apiType: route?.apiType ?? "openai_chat" };
+  try {
+    if (!route) throw proxyError("not_found", `no route for ${method} ${path}`);
+    const session = authenticate(d.sessions, pathCred ?? headerCredential(req.headers, query));
+    if (route.op === "list_models" || route.op === "get_model") {
+      return sendJson(res, 200, answerMeta(route, call.apiType, modelServed(d, session)));
+    }
+    checkContentType(req);
+    const raw = await readBody(req, d.opts.maxBodyBytes);
+    const body = parseJsonObject(decodeBody(raw, header(req, "content-encoding"), d.opts.maxBodyBytes));
+    call.apiType = route.apiType ?? detectByBody(body);
+    const dialect = dialectOf(call.apiType);
+    if (!dialect) throw proxyError("not_found", `the ${call.apiType} API is not served`);
+    const ctx: CallContext = { apiType: call.apiType, path, query, modelRequested: "", modelServed: modelServed(d, session) };
+    ctx.modelRequested = route.pathModel ?? dialect.modelOf(body, ctx);
+    if (route.op === "count_tokens") throw proxyError("not_found", "token counting is not served");
+    await generate(d, req, res, { dialect, ctx, body, session, route });
+  } catch (err) {
+    fail(d, res, err, call.apiType);
+  }
+}
+
+interface Generation {
+  dialect: Dialect;
+  ctx: CallContext;
+  body: Json;
+  session: ProxySession;
+  route: Route;
+}
+
+async function generate(d: HandlerDeps, req: IncomingMessage, res: ServerResponse, g: Generation): Promise<void> {
+  const { dialect, ctx, body, session } = g;
+  const chatReq = dialect.toChat(body, ctx);
+  const stream = g.route.googleStream ?? dialect.wantsStream(body, ctx);
+  const payload = JSON.stringify(withEngineFlags(chatReq, d.opts.flavor));
+  const abort = new AbortController();
+  const onClose = (): void => {
+    if (!res.writableEnded) abort.abort();
+  };
+  res.once("close", onClose);
+  try {
+    const reply = await d.upstream.post("chat/completions", payload, abort.signal);
+    const seq = nextSeq();
+    const { response, timings } = normalizeResponse(reply.body, d.opts.flavor);
+    timings.upstream_ms = reply.ms;
+    const record = buildRecord({
+      session, apiType: ctx.apiType, request: chatReq, original: body, response, seq,
+      sideKind: sideKind(chatReq, ctx.modelRequested), modelRequested: ctx.modelRequested, timings,
+    });
+    try {
+      await d.sink.record(session.sessionId, record);
+    } catch (err) {
+      throw proxyError("internal", "the completion could not be stored", { status: 500 }, err);
+    }
+    d.stats.captured++;
+    if (stream) sendRaw(res, 200, SSE_HEADERS, dialect.toStream(response, body, ctx));
+    else sendJson(res, 200, dialect.fromChat(response, body, ctx));
+  } finally {
+    res.off("close", onClose);
+  }
+}
+
+function authenticate(sessions: SessionDirectory, credential: string | undefined): ProxySession {
+  if (!credential) throw proxyError("unauthorized", "no session credential: send it as the API key", { reason: "missing_session_credential" });
+  const session = sessions.lookup(credential);
+  if (!session) throw proxyError("unauthorized", "unknown session credential", { reason: "invalid_session_credential" });
+  if (!session.active) throw proxyError("forbidden", "the session is not running", { reason: "inactive_session_credential" });
+  return session;
+}
+
+function modelServed(d: HandlerDeps, s: ProxySession): string {
+  return s.modelServed || d.opts.modelServed;
+}
+
+function header(req: IncomingMessage, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+function fail(d: HandlerDeps, res: ServerResponse, err: unknown, apiType: ApiType): void {
+  const e = asProxyError(err);
+  d.stats.errors++;
+  const status = errorStatus(e);
+  if (status >= 500) d.log.warn({ err: e, code: e.code, apiType }, "proxy call failed");
+  else d.log.debug({ code: e.code, apiType, msg: e.message }, "proxy call refused");
+  if (res.headersSent || res.destroyed) {
+    res.destroy();
+    return;
+  }
+  const reply = (dialectOf(apiType) ?? dialectOf("openai_chat")!).errorReply(e as PolarError, { apiType });
+  sendRaw(res, reply.status, { "content-type": "application/json", ...reply.headers }, JSON.stringify(reply.body));
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  sendRaw(res, status, { "content-type": "application/json" }, JSON.stringify(body));
+}
+
+function sendRaw(res: ServerResponse, status: number, headers: Record<string, string>, text: string): void {
+  res.writeHead(status, { ...headers, "content-length": Buffer.byteLength(text) });
+  res.end(text);
+}

@@ -1,0 +1,60 @@
+/**
+ * The CompletionRecord of one captured call, built after the upstream answered
+ * and stored before the client sees the answer.
+ */
+import { randomBytes } from "node:crypto";
+import type { CompletionRecord } from "../protocol/schemas.ts";
+import type { ChatRequest, ChatResponse, Json } from "./chat-types.ts";
+import type { ApiType } from "./dialect.ts";
+import type { ProxySession } from "./types.ts";
+
+let arrivals = 0;
+
+/**
+ * The process-wide arrival number of an upstream answer. One counter for the
+ * whole process (not per proxy) so records from several proxies in one
+ * process still order by arrival.
+ */
+export function nextSeq(): number {
+  return arrivals++;
+}
+
+/** `msg_` + 12 hex digits. */
+export function completionId(): string {
+  return "msg_" + randomBytes(6).toString("hex");
+}
+
+export interface RecordInput {
+  session: ProxySession;
+  apiType: ApiType;
+  request: ChatRequest;
+  original: Json;
+  response: ChatResponse;
+  seq: number;
+  sideKind?: string;
+  modelRequested: string;
+  timings: Record<string, number>;
+}
+
+export function buildRecord(i: RecordInput): CompletionRecord {
+  const metadata: Json = {
+    ...i.session.metadata,
+    session_id: i.session.sessionId,
+    task_id: i.session.taskId,
+    completion_role: i.sideKind ? "side" : "policy",
+    model_requested: i.modelRequested,
+    inference_timings: i.timings,
+  };
+  if (i.sideKind) metadata.side_kind = i.sideKind;
+  return {
+    completion_id: completionId(),
+    timestamp: new Date().toISOString(),
+    request: i.request as unknown as Json,
+    original_request: i.original,
+    response: i.response as unknown as Json,
+    metadata,
+    seq: i.seq,
+    attempt: i.session.attempt,
+    api_type: i.apiType,
+  };
+}

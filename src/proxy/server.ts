@@ -1,0 +1,109 @@
+/**
+ * The capturing model proxy: an HTTP server (TCP, and optionally a Unix
+ * socket) that speaks each vendor's model API, forwards every call to the
+ * upstream engine non-streaming with token capture on, stores a
+ * CompletionRecord through the sink before answering, and answers (or
+ * streams) in the client's dialect.
+ */
+import { createServer, type Server } from "node:http";
+import { rm } from "node:fs/promises";
+import type { Logger } from "../util/log.ts";
+import { createHandler } from "./handler.ts";
+import type { CaptureSink, ProxyHandle, ProxyOptions, ProxyStats, SessionDirectory } from "./types.ts";
+import { UpstreamPool } from "./upstream.ts";
+
+export interface ProxyDeps {
+  sessions: SessionDirectory;
+  sink: CaptureSink;
+  log: Logger;
+}
+
+/**
+ * Starts listening; resolves once every listener is bound. `stop()` is
+ * idempotent: it stops accepting, lets in-flight calls finish (closing idle
+ * keep-alive connections at once and the rest after a short grace), then
+ * closes the upstream pools; `closed` resolves when all of that is done.
+ */
+export async function startProxy(deps: ProxyDeps, opts: ProxyOptions): Promise<ProxyHandle> {
+  const stats: ProxyStats = { requests: 0, captured: 0, errors: 0, inflight: 0 };
+  const upstream = new UpstreamPool(opts.upstreams, { timeoutMs: opts.upstreamTimeoutMs });
+  const handler = createHandler({ ...deps, upstream, opts, stats });
+  const servers: Server[] = [];
+  try {
+    const tcp = configure(createServer(handler));
+    servers.push(tcp);
+    await listen(tcp, { host: opts.host, port: opts.port });
+    if (opts.socketPath) {
+      await rm(opts.socketPath, { force: true });
+      const unix = configure(createServer(handler));
+      servers.push(unix);
+      await listen(unix, { path: opts.socketPath });
+    }
+  } catch (err) {
+    await closeServers(servers);
+    await upstream.close();
+    throw err;
+  }
+  const addr = servers[0].address();
+  const port = typeof addr === "object" && addr ? addr.port : opts.port;
+  const host = opts.host === "0.0.0.0" || opts.host === "::" || opts.host === "" ? "127.0.0.1" : opts.host;
+  const url = `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
+  deps.log.info({ url, socketPath: opts.socketPath, upstreams: opts.upstreams.length, flavor: opts.flavor }, "proxy listening");
+
+  let closing: Promise<void> | undefined;
+  const stop = (): Promise<void> =>
+    (closing ??= (async () => {
+      await closeServers(servers);
+      await upstream.close();
+      if (opts.socketPath) await rm(opts.socketPath, { force: true });
+      deps.log.info("proxy stopped");
+    })());
+  let resolveClosed!: () => void;
+  const closed = new Promise<void>((r) => (resolveClosed = r));
+  return {
+    url,
+    port,
+    socketPath: opts.socketPath,
+    stats: () => ({ ...stats }),
+    stop: () => stop().then(resolveClosed),
+    closed,
+  };
+}
+
+function configure(server: Server): Server {
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
+  // Long generations are bounded by the upstream timeout, not by the server.
+  server.requestTimeout = 0;
+  return server;
+}
+
+function listen(server: Server, where: { host?: string; port?: number; path?: string }): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(where, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+}
+
+const CLOSE_GRACE_MS = 2_000;
+
+function closeServers(servers: Server[]): Promise<unknown> {
+  return Promise.all(
+    servers.map(
+      (s) =>
+        new Promise<void>((resolve) => {
+          if (!s.listening) return resolve();
+          const timer = setTimeout(() => s.closeAllConnections(), CLOSE_GRACE_MS);
+          timer.unref();
+          s.close(() => {
+            clearTimeout(timer);
+            resolve();
+          });
+          s.closeIdleConnections();
+        }),
+    ),
+  );
+}

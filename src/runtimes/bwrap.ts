@@ -1,0 +1,59 @@
+/**
+ * bubblewrap isolation for the local backend: a read-only view of the host
+ * root, a private /tmp, /dev and /proc, a writable session directory, private
+ * pid/ipc/uts namespaces and, unless the network is shared, a private network
+ * namespace whose only way out is the model proxy's Unix socket (a forwarder
+ * started inside listens on 127.0.0.1:FORWARDER_PORT).
+ */
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+import { FORWARDER_PORT } from "./common.ts";
+
+export const FORWARDER_SCRIPT = fileURLToPath(new URL("./assets/forwarder.mjs", import.meta.url));
+const READY_FILE = "/tmp/.polar-forwarder-ready";
+
+export interface BwrapOptions {
+  bwrap: string;
+  sessionDir: string;
+  cwd: string;
+  /** Share the host network (no forwarder); otherwise a private network namespace. */
+  shareNet: boolean;
+  /** The proxy's Unix socket; with a private network a forwarder reaches it. */
+  proxySocket?: string;
+  /** Host directories made visible read-only at the same path (tools cache, …). */
+  readOnly?: string[];
+}
+
+/** Finds bubblewrap on PATH and checks it can create its namespaces here. */
+export function probeBwrap(path = process.env.PATH ?? ""): string | undefined {
+  for (const dir of path.split(":")) {
+    const bin = `${dir}/bwrap`;
+    if (!dir || !existsSync(bin)) continue;
+    const r = spawnSync(bin, ["--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--proc", "/proc", "--dev", "/dev", "/bin/true"], { timeout: 10_000, stdio: "ignore" });
+    return r.status === 0 ? bin : undefined;
+  }
+  return undefined;
+}
+
+export function bwrapArgv(o: BwrapOptions, command: string): string[] {
+  const argv = [o.bwrap, "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid", "--unshare-uts"];
+  if (!o.shareNet) argv.push("--unshare-net");
+  argv.push("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp");
+  const forward = !o.shareNet && o.proxySocket !== undefined;
+  const ro = [...(o.readOnly ?? []), ...(forward ? [dirname(o.proxySocket!), dirname(FORWARDER_SCRIPT), dirname(process.execPath)] : [])];
+  for (const dir of new Set(ro)) argv.push("--ro-bind", dir, dir);
+  argv.push("--bind", o.sessionDir, o.sessionDir, "--chdir", o.cwd, "--");
+  if (!forward) return [...argv, "/bin/bash", "-c", command];
+  const script = [
+    `${q(process.execPath)} ${q(FORWARDER_SCRIPT)} ${FORWARDER_PORT} ${q(o.proxySocket!)} ${READY_FILE} </dev/null >/dev/null 2>&1 &`,
+    `for _ in $(seq 1 2000); do [ -e ${READY_FILE} ] && break; sleep 0.005; done`,
+    `exec /bin/bash -c "$1"`,
+  ].join("\n");
+  return [...argv, "/bin/bash", "-c", script, "polar-sandbox", command];
+}
+
+function q(s: string): string {
+  return `'${s.replaceAll("'", `'"'"'`)}'`;
+}

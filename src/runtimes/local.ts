@@ -1,0 +1,196 @@
+/**
+ * The `local` backend: a workspace directory per session on the host, every
+ * command a bash process in its own process group (its tree killed on timeout
+ * or cancel). With bubblewrap present the command runs isolated (see
+ * bwrap.ts); otherwise as a plain process, which start() logs as a warning.
+ * Limits (cpus, memory, pids) use a per-session cgroup when one can be made.
+ *
+ * Sandbox paths are host paths: relative ones resolve against the workspace;
+ * uploads and writes must land inside the session directory.
+ */
+import { mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import { z } from "zod";
+import type { RuntimeSpec } from "../protocol/schemas.ts";
+import { bwrapArgv, probeBwrap } from "./bwrap.ts";
+import { createCgroup, hasLimits, type SessionCgroup } from "./cgroups.ts";
+import { FORWARDER_PORT, baseEnv, limitsOf, runtimeError } from "./common.ts";
+import { assertInside, copyPath, hostPath, readHostFile, writeHostFile } from "./local-files.ts";
+import { MARKER_ENV, killMarked, killTree, runProcess } from "./process.ts";
+import { ExecStatsRecorder, timed } from "./stats.ts";
+import type { ExecOptions, ExecResult, ExecStats, Runtime, RuntimeContext, RuntimeFactory } from "./types.ts";
+
+/** `spec.kwargs.isolation`: "auto" (bwrap when it works), "bwrap" (required) or "none". */
+export const LocalKwargs = z.object({ isolation: z.enum(["auto", "bwrap", "none"]).default("auto") });
+
+export class LocalRuntime implements Runtime {
+  readonly id: string;
+  readonly backend = "local";
+  readonly workdir: string;
+  readonly home: string;
+  readonly #tmp: string;
+  readonly #spec: RuntimeSpec;
+  readonly #ctx: RuntimeContext;
+  readonly #isolation: "auto" | "bwrap" | "none";
+  readonly #stats = new ExecStatsRecorder();
+  readonly #live = new Set<number>();
+  readonly #abort = new AbortController();
+  #bwrap: string | undefined;
+  #cgroup: SessionCgroup | undefined;
+  #state: "new" | "started" | "stopped" = "new";
+
+  constructor(spec: RuntimeSpec, ctx: RuntimeContext) {
+    this.#spec = spec;
+    this.#ctx = ctx;
+    this.id = `polar-local-${ctx.sessionId}`;
+    const ws = join(ctx.sessionDir, "workspace");
+    this.workdir = spec.workdir ? hostPath(ws, spec.workdir) : ws;
+    this.home = join(ctx.sessionDir, "home");
+    this.#tmp = join(ctx.sessionDir, "tmp");
+    const kw = LocalKwargs.safeParse(spec.kwargs ?? {});
+    this.#isolation = kw.success ? kw.data.isolation : "auto";
+  }
+
+  /** True when commands run under bubblewrap (known after start()). */
+  get isolated(): boolean {
+    return this.#bwrap !== undefined;
+  }
+
+  get proxyUrl(): string {
+    return this.#privateNet() ? `http://127.0.0.1:${FORWARDER_PORT}` : this.#ctx.proxy.url;
+  }
+
+  async start(): Promise<void> {
+    if (this.#state !== "new") throw runtimeError(`runtime ${this.id} was already started`);
+    assertInside(this.#ctx.sessionDir, this.workdir, "workdir");
+    try {
+      for (const d of [this.workdir, this.home, this.#tmp]) await mkdir(d, { recursive: true });
+    } catch (e) {
+      throw runtimeError(`cannot create the workspace of ${this.id}`, e);
+    }
+    this.#pickIsolation();
+    const limits = limitsOf(this.#spec);
+    this.#cgroup = await createCgroup(`polar-${this.#ctx.sessionId}`, limits);
+    if (hasLimits(limits) && !this.#cgroup) this.#ctx.log.warn({ limits }, "local runtime: cgroups unavailable, resource limits are not applied");
+    this.#state = "started";
+  }
+
+  #pickIsolation(): void {
+    if (this.#isolation === "none") {
+      this.#ctx.log.info("local runtime: plain processes (isolation none requested)");
+      return;
+    }
+    this.#bwrap = probeBwrap();
+    if (this.#bwrap) {
+      const net = this.#privateNet() ? "private network, proxy via socket forwarder" : "shared network";
+      this.#ctx.log.info({ bwrap: this.#bwrap }, `local runtime: bubblewrap isolation (${net})`);
+      return;
+    }
+    if (this.#isolation === "bwrap") throw runtimeError("local runtime: isolation bwrap requested but bubblewrap is missing or cannot create namespaces");
+    this.#ctx.log.warn("local runtime: bubblewrap not available, commands run as plain processes without isolation");
+  }
+
+  /** A private network needs the proxy's Unix socket; without one the network is shared. */
+  #privateNet(): boolean {
+    const net = this.#spec.network ?? "none";
+    return this.#bwrap !== undefined && net === "none" && this.#ctx.proxy.socketPath !== undefined;
+  }
+
+  exec(command: string, opts: ExecOptions = {}): Promise<ExecResult> {
+    return timed(this.#stats, opts.category, async () => {
+      this.#assertUsable();
+      const cwd = opts.cwd ? hostPath(this.workdir, opts.cwd) : this.workdir;
+      const env = baseEnv({ home: this.home, tools: this.#ctx.toolsDir, tmp: this.#tmp }, this.#spec.env, opts.env, { [MARKER_ENV]: this.id });
+      const signal = opts.signal ? AbortSignal.any([opts.signal, this.#abort.signal]) : this.#abort.signal;
+      let pid: number | undefined;
+      try {
+        return await runProcess(this.#argv(command, cwd), {
+          cwd,
+          env,
+          timeoutMs: opts.timeoutMs,
+          signal,
+          stdin: opts.stdin,
+          onSpawn: (p) => this.#live.add((pid = p)),
+        });
+      } catch (e) {
+        throw runtimeError(`local runtime ${this.id}: cannot run a command`, e);
+      } finally {
+        if (pid !== undefined) this.#live.delete(pid);
+      }
+    });
+  }
+
+  #argv(command: string, cwd: string): string[] {
+    const inner = this.#bwrap
+      ? bwrapArgv(
+          {
+            bwrap: this.#bwrap,
+            sessionDir: this.#ctx.sessionDir,
+            cwd,
+            shareNet: !this.#privateNet(),
+            proxySocket: this.#ctx.proxy.socketPath,
+            readOnly: this.#ctx.toolsDir ? [this.#ctx.toolsDir] : [],
+          },
+          command,
+        )
+      : ["/bin/bash", "-c", command];
+    if (!this.#cgroup) return inner;
+    const join = this.#cgroup.procsFiles.map((f) => `echo $$ > '${f}'`).join(" && ");
+    return ["/bin/sh", "-c", `${join} && exec "$@"`, "polar-cgroup", ...inner];
+  }
+
+  async upload(localPath: string, remotePath: string): Promise<void> {
+    this.#assertUsable();
+    const dst = this.#writable(remotePath, "upload target");
+    await copyPath(localPath, dst);
+  }
+
+  async download(remotePath: string, localPath: string): Promise<void> {
+    this.#assertUsable();
+    await copyPath(hostPath(this.workdir, remotePath), localPath);
+  }
+
+  async writeFile(remotePath: string, content: string | Uint8Array, mode?: number): Promise<void> {
+    this.#assertUsable();
+    await writeHostFile(this.#writable(remotePath, "file"), content, mode);
+  }
+
+  async readFile(remotePath: string): Promise<Uint8Array> {
+    this.#assertUsable();
+    return readHostFile(hostPath(this.workdir, remotePath));
+  }
+
+  execStats(): ExecStats {
+    return this.#stats.snapshot();
+  }
+
+  async cancel(): Promise<void> {
+    this.#abort.abort(runtimeError(`runtime ${this.id} cancelled`));
+    for (const pid of this.#live) killTree(pid);
+    await this.stop();
+  }
+
+  async stop(): Promise<void> {
+    if (this.#state === "stopped") return;
+    this.#state = "stopped";
+    for (const pid of this.#live) killTree(pid);
+    killMarked(MARKER_ENV, this.id); // background processes an exec left behind
+    await this.#cgroup?.remove();
+  }
+
+  #writable(p: string, what: string): string {
+    const h = hostPath(this.workdir, p);
+    assertInside(this.#ctx.sessionDir, h, what);
+    return h;
+  }
+
+  #assertUsable(): void {
+    if (this.#state !== "started") throw runtimeError(`runtime ${this.id} is ${this.#state === "new" ? "not started" : "stopped"}`);
+  }
+}
+
+export const localRuntimeFactory: RuntimeFactory = {
+  name: "local",
+  configSchema: z.object({}).strict(),
+  create: (_config, { spec, ctx }) => new LocalRuntime(spec, ctx),
+};

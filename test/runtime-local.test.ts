@@ -1,0 +1,103 @@
+import { rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { RuntimeSpec } from "../src/protocol/schemas.ts";
+import { probeBwrap } from "../src/runtimes/bwrap.ts";
+import { LocalRuntime } from "../src/runtimes/local.ts";
+import { MARKER_ENV, markedProcesses } from "../src/runtimes/process.ts";
+import { createRuntimeRegistry } from "../src/runtimes/registry.ts";
+import { runtimeContract } from "./runtime-contract.ts";
+import { type FakeProxy, makeCtx, makeSessionDir, startFakeNats, startFakeProxy } from "./runtime-helpers.ts";
+
+let proxy: FakeProxy;
+const dirs: string[] = [];
+const ids: string[] = [];
+
+beforeAll(async () => {
+  proxy = await startFakeProxy();
+});
+afterAll(async () => {
+  await proxy.close();
+  await Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true })));
+  // No process of any runtime made in this file outlives it.
+  expect(ids.flatMap((id) => markedProcesses(MARKER_ENV, id))).toEqual([]);
+});
+
+async function makeLocal(isolation: "none" | "bwrap", spec: Partial<RuntimeSpec> = {}): Promise<LocalRuntime> {
+  const dir = await makeSessionDir();
+  dirs.push(dir);
+  const full = RuntimeSpec.parse({ backend: "local", ...spec, kwargs: { isolation, ...(spec.kwargs ?? {}) } });
+  const rt = createRuntimeRegistry().resolve({ strategy: "local" }, { spec: full, ctx: makeCtx(dir, proxy) }) as LocalRuntime;
+  ids.push(rt.id);
+  await rt.start();
+  return rt;
+}
+
+describe("local runtime, plain processes", () => {
+  runtimeContract({ make: (spec) => makeLocal("none", spec) });
+
+  it("reaches the proxy at its TCP URL and leaves no stray process after stop", async () => {
+    const rt = await makeLocal("none");
+    expect(rt.isolated).toBe(false);
+    expect(rt.proxyUrl).toBe(proxy.url);
+    const r = await rt.exec(`curl -s ${rt.proxyUrl}/v1/models`);
+    expect(JSON.parse(r.stdout)).toEqual({ ok: true, path: "/v1/models", via: "tcp" });
+    await rt.exec("nohup sleep 1000 >/dev/null 2>&1 & setsid sleep 1001 >/dev/null 2>&1 < /dev/null &");
+    expect(markedProcesses(MARKER_ENV, rt.id).length).toBeGreaterThanOrEqual(2);
+    await rt.stop();
+    expect(markedProcesses(MARKER_ENV, rt.id)).toEqual([]);
+  });
+
+  it("refuses writes outside the session directory", async () => {
+    const rt = await makeLocal("none");
+    await expect(rt.writeFile("/etc/polar-should-not-exist", "x")).rejects.toMatchObject({ code: "runtime" });
+    await expect(rt.upload(rt.workdir, "../../outside")).rejects.toMatchObject({ code: "runtime" });
+  });
+});
+
+const bwrap = probeBwrap();
+if (!bwrap) console.warn("[runtime-local] bubblewrap is not available here: the bwrap isolation tests are SKIPPED");
+
+describe.skipIf(!bwrap)("local runtime, bubblewrap isolation", () => {
+  runtimeContract({ make: (spec) => makeLocal("bwrap", spec) });
+
+  it("a none-network sandbox reaches the proxy through the socket and nothing else", async () => {
+    const nats = await startFakeNats();
+    try {
+      const rt = await makeLocal("bwrap");
+      expect(rt.isolated).toBe(true);
+      expect(rt.proxyUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      expect(rt.proxyUrl).not.toBe(proxy.url);
+      const r = await rt.exec(`curl -s ${rt.proxyUrl}/v1/chat/completions -d '{}'`);
+      expect(JSON.parse(r.stdout)).toEqual({ ok: true, path: "/v1/chat/completions", via: "unix" });
+      const proxyPort = new URL(proxy.url).port;
+      const probe = await rt.exec(`for p in ${nats.port} ${proxyPort} 22 80; do curl -s --max-time 2 -o /dev/null http://127.0.0.1:$p/ && echo "open $p" || echo "closed $p"; done`);
+      expect(probe.stdout).toBe(`closed ${nats.port}\nclosed ${proxyPort}\nclosed 22\nclosed 80\n`);
+      expect(nats.accepted()).toBe(0);
+    } finally {
+      await nats.close();
+    }
+  });
+
+  it("sees the host root read-only, a private /tmp and a private pid namespace", async () => {
+    const rt = await makeLocal("bwrap");
+    const hostFile = join(tmpdir(), `polar-host-only-${process.pid}`);
+    await writeFile(hostFile, "host");
+    try {
+      const r = await rt.exec(`touch /usr/polar-probe 2>/dev/null && echo wrote || echo ro; test -e ${hostFile} && echo visible || echo hidden; echo $$`);
+      const [ro, tmp, pid] = r.stdout.trim().split("\n");
+      expect([ro, tmp]).toEqual(["ro", "hidden"]);
+      expect(Number(pid)).toBeLessThan(10);
+    } finally {
+      await rm(hostFile, { force: true });
+    }
+  });
+
+  it("network host shares the host network", async () => {
+    const rt = await makeLocal("bwrap", { network: "host" });
+    expect(rt.proxyUrl).toBe(proxy.url);
+    const r = await rt.exec(`curl -s ${rt.proxyUrl}/x`);
+    expect(JSON.parse(r.stdout).via).toBe("tcp");
+  });
+});
