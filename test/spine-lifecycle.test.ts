@@ -72,7 +72,7 @@ describe("session lifecycle", () => {
     expect(st.results[0].error).toBe("session cancelled");
     expect(st.results[0].trajectory.traces.every((t) => t.loss_mask.every((m) => m === 0))).toBe(true);
     // a late resubmit of a cancelled task id is refused
-    const again = await request(sys.client, SUBJECTS.api.submit, task("cancel-me", "true")).catch((e) => e);
+    const again = (await request(sys.client, SUBJECTS.api.submit, task("cancel-me", "true")).catch((e) => e)) as { code: string };
     expect(again.code).toBe("conflict");
   });
 
