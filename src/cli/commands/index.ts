@@ -4,5 +4,6 @@ import { register as supervisor } from "./supervisor.ts";
 import { register as gateway } from "./gateway.ts";
 import { register as submit } from "./submit.ts";
 import { register as status } from "./status.ts";
+import { register as tools } from "./tools.ts";
 
-export const commands: Array<(program: Command) => void> = [up, supervisor, gateway, submit, status];
+export const commands: Array<(program: Command) => void> = [up, supervisor, gateway, submit, status, tools];
