@@ -83,7 +83,7 @@ describe("spine: supervisor and gateway on NATS JetStream", () => {
   it("runs a 4-sample task submitted over NATS; traces equal the upstream's tokens and stream on POLAR_TRACES", async () => {
     const received: Trace[] = [];
     const sub = sys.client.subscribe(SUBJECTS.traceFilter("nats-4"), {
-      callback: (_e, m) => received.push((decode(m.data) as { trace: Trace }).trace),
+      callback: (_e, m) => void received.push((decode(m.data) as { trace: Trace }).trace),
     });
     const reply = await request<{ total_sessions: number }>(sys.client, SUBJECTS.api.submit, shellTask("nats-4", 4));
     expect(reply.total_sessions).toBe(4);
@@ -123,7 +123,7 @@ describe("spine: supervisor and gateway on NATS JetStream", () => {
       expect(await res.json()).toMatchObject({ task_id: "http-2", status: "running" });
       const st = await waitDone(sys, "http-2");
       expect(st.status).toBe("completed");
-      const got = await (await fetch(`${api}/rollout/task/http-2`)).json();
+      const got = (await (await fetch(`${api}/rollout/task/http-2`)).json()) as TaskStatus;
       expect(got.completed_sessions).toBe(2);
       for (let i = 0; i < 50 && !callbacks.length; i++) await new Promise((r) => setTimeout(r, 100));
       expect(callbacks).toHaveLength(1);
@@ -140,7 +140,7 @@ describe("spine: supervisor and gateway on NATS JetStream", () => {
     const bad = { task_id: "bad task!", num_samples: 0, timeout_seconds: "soon", agent: { harness: "shell" } };
     const res = await fetch(`${api}/rollout/task/submit`, { method: "POST", body: JSON.stringify(bad) });
     expect(res.status).toBe(400);
-    const body = await res.json();
+    const body = (await res.json()) as any;
     expect(body.error.code).toBe("validation");
     const paths = body.error.details.issues.map((i: { path: string }) => i.path);
     expect(paths).toEqual(expect.arrayContaining(["task_id", "instruction", "num_samples", "timeout_seconds", "agent.custom_shell"]));
@@ -155,7 +155,7 @@ describe("spine: supervisor and gateway on NATS JetStream", () => {
 
     const notJson = await fetch(`${api}/rollout/task/submit`, { method: "POST", body: "{nope" });
     expect(notJson.status).toBe(400);
-    expect((await notJson.json()).error.code).toBe("validation");
+    expect(((await notJson.json()) as any).error.code).toBe("validation");
     expect((await fetch(`${api}/rollout/task/never-submitted`)).status).toBe(404);
     expect(await streamMessages(sys, STREAMS.sessions)).toBe(before);
   });
@@ -169,7 +169,7 @@ describe("spine: supervisor and gateway on NATS JetStream", () => {
       body: JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }] }),
     });
     expect(res.status).toBe(401);
-    const body = await res.json();
+    const body = (await res.json()) as any;
     expect(body.error.type).toBe("authentication_error");
     expect(typeof body.error.message).toBe("string");
   });

@@ -50,10 +50,11 @@ export async function up(opts: UpOptions): Promise<UpHandle> {
     stack.push(() => supervisor.stop());
     const gwNc = await connectNats(natsUrl, "polar-gateway");
     stack.push(() => gwNc.drain().catch(() => {}));
-    const upstreams = opts.upstreams ?? (sim ? [sim.url] : []);
+    const configured = opts.upstreams?.length ? opts.upstreams : opts.gateway?.proxy?.upstreams;
+    const upstreams = configured?.length ? configured : sim ? [sim.url] : [];
     const gateway = await startGateway(
       { nc: gwNc, log: opts.log, registries },
-      { ...opts.gateway, proxy: { upstreams, ...opts.gateway?.proxy } },
+      { ...opts.gateway, proxy: { ...opts.gateway?.proxy, upstreams } },
     );
     stack.push(() => gateway.stop());
     return { nats, natsUrl, sim, supervisor, gateway, connections: [supNc, gwNc], stop };

@@ -78,7 +78,7 @@ export async function writeTraces(nc: NatsConnection, taskId: string, path: stri
   const js = jetstream(nc);
   const blobs = await new Objm(nc).open(BUCKETS.blobs);
   const consumer = await js.consumers.get(STREAMS.traces, {
-    filter_subjects: [SUBJECTS.traceFilter(taskId)],
+    filter_subjects: SUBJECTS.traceFilter(taskId),
     deliver_policy: DeliverPolicy.All,
   });
   const out = createWriteStream(path);

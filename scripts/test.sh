@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs the whole test suite with every real service it needs: nats-server,
+# a Docker engine with the local base image, bubblewrap, and the pinned
+# harness CLIs in the tools cache. Each step is skipped when already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+
+if [ "${POLAR_SKIP_DOCKER:-}" != "1" ]; then
+  bash scripts/install-docker.sh
+  bash scripts/start-dockerd.sh
+  bash scripts/base-image.sh
+fi
+if [ "${POLAR_SKIP_TOOLS:-}" != "1" ]; then
+  node bin/polar.js tools install
+fi
+npx tsc --noEmit -p .
+exec npx vitest run "$@"

@@ -1,0 +1,121 @@
+/**
+ * The simulator's core, shared by every endpoint: policy choice, sampling
+ * keys, context-length checks, token-level sampling and the timed emission
+ * of tokens through the slot scheduler.
+ */
+import { setTimeout as sleep } from "node:timers/promises";
+import type { IncomingMessage } from "node:http";
+import { qwen3Tokenizer, type ChatTokenizer } from "../tokenizer/qwen3.ts";
+import { toGeneration, type Generation } from "./generation.ts";
+import { badRequest } from "./http.ts";
+import { LogprobWriter } from "./logprobs.ts";
+import type { PolicyName, SimOptions } from "./options.ts";
+import { DEFAULT_PLAYBOOK, loadPlaybook } from "./policy/playbook.ts";
+import { randomPolicy } from "./policy/random.ts";
+import { scriptPolicy } from "./policy/script.ts";
+import type { Policy } from "./policy/types.ts";
+import type { PromptContext } from "./prompt-context.ts";
+import { Scheduler } from "./scheduler.ts";
+
+export interface SampleParams {
+  /** Policy named by the request (body `policy` or header), if any. */
+  policy?: string;
+  model?: string;
+  /** Request seed, session identity and choice index: the sampling key. */
+  seed?: number | null;
+  identity?: string | null;
+  choice: number;
+  /** The request's explicit completion budget (policies may size their answer by it). */
+  maxTokens?: number;
+  /** The effective budget after the context check. */
+  limit: number;
+  stop: string[];
+  ignoreEos: boolean;
+}
+
+export class SimEngine {
+  readonly tok: ChatTokenizer;
+  readonly logprobs: LogprobWriter;
+  readonly scheduler: Scheduler;
+  readonly opts: Readonly<SimOptions>;
+  readonly #policies: Record<PolicyName, Policy>;
+  policyVersion: string;
+
+  constructor(opts: Readonly<SimOptions>) {
+    this.opts = opts;
+    this.tok = qwen3Tokenizer();
+    this.logprobs = new LogprobWriter(this.tok);
+    this.scheduler = new Scheduler({ slots: opts.slots, maxQueue: opts.maxQueue, windowMs: opts.metricsWindowMs });
+    const playbook = opts.playbookPath ? loadPlaybook(opts.playbookPath) : DEFAULT_PLAYBOOK;
+    this.#policies = { script: scriptPolicy(playbook), random: randomPolicy(this.tok, opts.randomTokens) };
+    this.policyVersion = opts.policyVersion;
+  }
+
+  policyFor(requested: string | undefined, model: string | undefined): Policy {
+    const name = requested ?? (model !== undefined ? this.opts.modelPolicies[model] : undefined) ?? this.opts.policy;
+    const policy = this.#policies[name as PolicyName];
+    if (!policy) throw badRequest(`unknown policy ${JSON.stringify(name)}; known: ${Object.keys(this.#policies).join(", ")}`, "policy");
+    return policy;
+  }
+
+  /** vLLM's context check; returns the effective max_tokens (the rest of the context when unset). */
+  checkContext(promptLen: number, maxTokens: number | undefined, what = "messages"): number {
+    const max = this.opts.maxModelLen;
+    if (promptLen >= max) {
+      throw badRequest(
+        `This model's maximum context length is ${max} tokens. However, you requested ${promptLen} tokens in the ${what}, Please reduce the length of the ${what}.`,
+      );
+    }
+    if (maxTokens === undefined) return max - promptLen;
+    if (promptLen + maxTokens > max) {
+      throw badRequest(
+        `This model's maximum context length is ${max} tokens. However, you requested ${promptLen + maxTokens} tokens (${promptLen} in the ${what}, ${maxTokens} in the completion). Please reduce the length of the ${what} or completion.`,
+      );
+    }
+    return maxTokens;
+  }
+
+  sample(ctx: PromptContext, p: SampleParams): Generation {
+    const policy = this.policyFor(p.policy, p.model);
+    const key = [this.opts.seed, p.seed ?? null, p.identity ?? null, p.choice];
+    const out = policy.sample({ ctx, key, maxTokens: p.maxTokens, ignoreEos: p.ignoreEos });
+    return toGeneration(this.tok, out, ctx.thinking, { maxTokens: p.limit, stop: p.stop });
+  }
+
+  /**
+   * Holds a slot while "generating": waits time-to-first-token, then calls
+   * `emit(i)` for each token at its due time (one per-token delay apart).
+   * Rejects with the signal's reason if the client goes away.
+   */
+  async run(gen: Generation, signal: AbortSignal, emit: (i: number) => void): Promise<void> {
+    const lease = await this.scheduler.acquire(signal);
+    try {
+      const start = performance.now();
+      for (let i = 0; i < gen.ids.length; i++) {
+        const due = start + this.opts.ttftMs + i * this.opts.perTokenMs;
+        const wait = due - performance.now();
+        if (wait >= 1) await sleep(wait, undefined, { signal });
+        signal.throwIfAborted();
+        emit(i);
+        this.scheduler.countTokens(1);
+      }
+    } finally {
+      lease.release();
+    }
+  }
+
+  close(): void {
+    this.scheduler.close();
+  }
+}
+
+/** Who is sampling: a session header, the body's session/user fields, or the bearer key. */
+export function requestIdentity(req: IncomingMessage, body: Record<string, unknown>): string | null {
+  const h = req.headers;
+  const header = h["x-polar-session-id"] ?? h["x-session-id"];
+  if (typeof header === "string" && header) return header;
+  for (const k of ["session_id", "user"]) if (typeof body[k] === "string" && body[k]) return body[k] as string;
+  const auth = h.authorization;
+  if (typeof auth === "string" && auth.startsWith("Bearer ")) return auth.slice(7);
+  return null;
+}
