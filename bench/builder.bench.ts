@@ -75,7 +75,7 @@ export function benchSession(turns: number): CompletionSession {
   return { session_id: "bench", completion_count: turns, task_id: "t", metadata: {}, completions };
 }
 
-function time(fn: () => unknown, iterations: number): { median: number; p99: number } {
+function time(fn: () => unknown, iterations: number): { median: number; p99: number; min: number } {
   for (let i = 0; i < Math.min(3, iterations); i++) fn();
   gc();
   const ms: number[] = [];
@@ -85,7 +85,7 @@ function time(fn: () => unknown, iterations: number): { median: number; p99: num
     ms.push(performance.now() - t0);
   }
   ms.sort((a, b) => a - b);
-  return { median: ms[ms.length >> 1], p99: ms[Math.min(ms.length - 1, Math.floor(ms.length * 0.99))] };
+  return { median: ms[ms.length >> 1], p99: ms[Math.min(ms.length - 1, Math.floor(ms.length * 0.99))], min: ms[0] };
 }
 
 export async function run(): Promise<void> {
@@ -115,6 +115,7 @@ export async function run(): Promise<void> {
       total_tokens: tokens,
       "prefix_merging median ms": +pm.median.toFixed(2),
       "p99 ms": +pm.p99.toFixed(2),
+      "min ms": +pm.min.toFixed(2),
       "ns/token": +((pm.median * 1e6) / tokens).toFixed(2),
       "time ratio": +(pm.median / base.ms).toFixed(2),
       "token ratio": +(tokens / base.tokens).toFixed(2),
