@@ -4,6 +4,7 @@ import { detectByBody, detectRoute, headerCredential, splitCredentialPath } from
 import { normalizeResponse, withEngineFlags } from "../src/proxy/engine.ts";
 import { contextNumbers, isContextLengthMessage } from "../src/proxy/errors.ts";
 import { anthropicStopReason, FINISH_TABLE, finishMapping } from "../src/proxy/finish-reasons.ts";
+import { sideKind } from "../src/proxy/side-calls.ts";
 import { splitDeltas } from "../src/proxy/sse.ts";
 
 describe("vendor detection", () => {
@@ -95,6 +96,17 @@ describe("engine flavors", () => {
     expect(response.choices[0].message.reasoning_content).toBe("r");
     expect(response.choices[0].message.reasoning).toBeUndefined();
     expect(response.choices[0].logprobs!.content!.map((c) => c.token_id)).toEqual([5, 6]);
+  });
+});
+
+describe("side calls", () => {
+  const req = (system: string, tools?: unknown[]) => ({ model: "Q", messages: [{ role: "system" as const, content: system }, { role: "user" as const, content: "hi" }], tools: tools as any });
+  it("knows title generators and routers, never a call with tools", () => {
+    expect(sideKind(req("Generate a concise, sentence-case title for this session."), "m")).toBe("title");
+    expect(sideKind(req("You are a title generator. Output only the title."), "m")).toBe("title");
+    expect(sideKind(req("You are a specialized Task Routing AI."), "m")).toBe("router");
+    expect(sideKind(req("You are a title generator.", [{ type: "function", function: { name: "x" } }]), "m")).toBeUndefined();
+    expect(sideKind(req("You are a coding agent."), "m")).toBeUndefined();
   });
 });
 

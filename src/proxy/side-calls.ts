@@ -6,7 +6,7 @@
 import type { ChatRequest } from "./chat-types.ts";
 import { contentText } from "./normalize.ts";
 
-const TITLE_RE = /\b(title generator|generate (a|the) (short |concise )?title|conversation title|session title|title for (this|the) conversation)\b/i;
+const TITLE_RE = /\b(title generator|generate (a|an|the) [\w ,-]{0,40}title|conversation title|session title|title for (this|the) (conversation|session))\b/i;
 const ROUTER_RE = /\bcomplexity[_ ]score\b|\b(model|task) rout(er|ing)\b|\brouting ai\b/i;
 
 /** The side kind of a converted request, or undefined for a policy call. */

@@ -3,7 +3,7 @@
  * through (normalized) and the answer is the upstream's with the engine-only
  * fields removed and the client's model name restored.
  */
-import type { ChatChoice, ChatRequest, ChatResponse, Json } from "../chat-types.ts";
+import type { ChatChoice, ChatMessage, ChatRequest, ChatResponse, Json } from "../chat-types.ts";
 import type { CallContext, Dialect } from "../dialect.ts";
 import { normalizeChat } from "../normalize.ts";
 import { ShapeCheck } from "../validate.ts";
@@ -25,7 +25,15 @@ export const openaiChat: Dialect = {
 function toChat(body: Json, ctx: CallContext): ChatRequest {
   checkChatBody(body);
   const req = { ...body, model: ctx.modelServed } as ChatRequest;
+  req.messages = req.messages.map(reasoningField);
   return normalizeChat(req);
+}
+
+/** History may carry reasoning as vLLM's `reasoning`; the pivot spells it `reasoning_content`. */
+function reasoningField(m: ChatMessage): ChatMessage {
+  if (typeof m.reasoning !== "string" || m.reasoning_content !== undefined) return m;
+  const { reasoning, ...rest } = m;
+  return { ...rest, reasoning_content: reasoning };
 }
 
 export function checkChatBody(body: Json): void {
