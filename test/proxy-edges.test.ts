@@ -99,3 +99,24 @@ describe("proxy edges", () => {
     expect((await fetch(stack.proxy.url + "/v1/models")).status).toBe(401);
   });
 });
+
+describe("a session that stops while the engine works", () => {
+  it("gets 403 and no record", async () => {
+    const stack = await startStack({ delayMs: 200 });
+    try {
+      const pending = fetch(`${stack.proxy.url}/v1/chat/completions`, {
+        method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${CRED}` },
+        body: JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }] }),
+      });
+      await new Promise((r) => setTimeout(r, 60));
+      stack.sessions.set(CRED, { ...stack.sessions.get(CRED)!, active: false });
+      const res = await pending;
+      expect(res.status).toBe(403);
+      expect(((await res.json()) as any).error.code).toBe("inactive_session_credential");
+      expect(stack.records.length).toBe(0);
+      expect(stack.engine.requests.length).toBe(1);
+    } finally {
+      await stack.stop();
+    }
+  });
+});

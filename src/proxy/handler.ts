@@ -6,7 +6,6 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "../util/log.ts";
-import { PolarError } from "../protocol/errors.ts";
 import type { Json } from "./chat-types.ts";
 import type { ApiType, CallContext, Dialect } from "./dialect.ts";
 import { dialectOf } from "./dialects/index.ts";
@@ -14,13 +13,14 @@ import { detectByBody, detectRoute, headerCredential, splitCredentialPath, type 
 import { normalizeResponse, withEngineFlags } from "./engine.ts";
 import { asProxyError, errorStatus, proxyError } from "./errors.ts";
 import { checkContentType, decodeBody, parseJsonObject, readBody } from "./http-body.ts";
+import { answerMeta } from "./meta-routes.ts";
+import { countTokens } from "./count-tokens.ts";
 import { buildRecord, nextSeq } from "./record.ts";
 import { sideKind } from "./side-calls.ts";
 import { SSE_HEADERS } from "./sse.ts";
 import type { CaptureSink, ProxyOptions, ProxySession, ProxyStats, SessionDirectory } from "./types.ts";
 import type { UpstreamPool } from "./upstream.ts";
-import { answerMeta } from "./meta-routes.ts";
-import { countTokens } from "./count-tokens.ts";
+
 
 export interface HandlerDeps {
   sessions: SessionDirectory;
@@ -43,11 +43,6 @@ export function createHandler(d: HandlerDeps): Handler {
   };
 }
 
-/** State of one call, so a failure at any step is answered in the right dialect. */
-interface Call {
-  apiType: ApiType;
-}
-
 async function serve(d: HandlerDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const url = req.url ?? "/";
   const q = url.indexOf("?");
@@ -57,24 +52,26 @@ async function serve(d: HandlerDeps, req: IncomingMessage, res: ServerResponse):
   if (rawPath === "/health" && method === "GET") return sendJson(res, 200, { status: "ok", inflight: d.stats.inflight });
   const { credential: pathCred, path } = splitCredentialPath(rawPath);
   const route = detectRoute(method, path, req.headers);
-  const call: Call = { apiType: route?.apiType ?? "openai_chat" };
+  // Known as early as possible, so a failure at any step is answered in the right dialect.
+  let apiType: ApiType = route?.apiType ?? "openai_chat";
   try {
     if (!route) throw proxyError("not_found", `no route for ${method} ${path}`);
-    const session = authenticate(d.sessions, pathCred ?? headerCredential(req.headers, query));
+    const credential = pathCred ?? headerCredential(req.headers, query);
+    const session = authenticate(d.sessions, credential);
     if (route.op === "list_models" || route.op === "get_model") {
-      return sendJson(res, 200, answerMeta(route, call.apiType, modelServed(d, session)));
+      return sendJson(res, 200, answerMeta(route, apiType, modelServed(d, session)));
     }
     checkContentType(req);
     const raw = await readBody(req, d.opts.maxBodyBytes);
     const body = parseJsonObject(decodeBody(raw, header(req, "content-encoding"), d.opts.maxBodyBytes));
-    call.apiType = route.apiType ?? detectByBody(body);
-    const dialect = dialectOf(call.apiType);
-    const ctx: CallContext = { apiType: call.apiType, path, query, modelRequested: "", modelServed: modelServed(d, session) };
+    apiType = route.apiType ?? detectByBody(body);
+    const dialect = dialectOf(apiType);
+    const ctx: CallContext = { apiType, path, query, modelRequested: "", modelServed: modelServed(d, session) };
     ctx.modelRequested = route.pathModel ?? dialect.modelOf(body, ctx);
     if (route.op === "count_tokens") return await count(d, res, dialect, ctx, body);
-    await generate(d, req, res, { dialect, ctx, body, session, route });
+    await generate(d, res, { dialect, ctx, body, session, route, credential: credential as string });
   } catch (err) {
-    fail(d, res, err, call.apiType);
+    fail(d, res, err, apiType);
   }
 }
 
@@ -84,9 +81,10 @@ interface Generation {
   body: Json;
   session: ProxySession;
   route: Route;
+  credential: string;
 }
 
-async function generate(d: HandlerDeps, req: IncomingMessage, res: ServerResponse, g: Generation): Promise<void> {
+async function generate(d: HandlerDeps, res: ServerResponse, g: Generation): Promise<void> {
   const { dialect, ctx, body, session } = g;
   const chatReq = dialect.toChat(body, ctx);
   const stream = g.route.googleStream || dialect.wantsStream(body, ctx);
@@ -99,6 +97,8 @@ async function generate(d: HandlerDeps, req: IncomingMessage, res: ServerRespons
   try {
     const reply = await d.upstream.post("/v1/chat/completions", payload, abort.signal);
     const seq = nextSeq();
+    // A session that left RUNNING while the engine worked (cancelled, timed out, superseded) gets no record.
+    authenticate(d.sessions, g.credential);
     const { response, timings } = normalizeResponse(reply.body, d.opts.flavor);
     timings.upstream_ms = reply.ms;
     const record = buildRecord({
@@ -156,7 +156,7 @@ function fail(d: HandlerDeps, res: ServerResponse, err: unknown, apiType: ApiTyp
     res.destroy();
     return;
   }
-  const reply = dialectOf(apiType).errorReply(e as PolarError, { apiType });
+  const reply = dialectOf(apiType).errorReply(e, { apiType });
   sendRaw(res, reply.status, { "content-type": "application/json", ...reply.headers }, JSON.stringify(reply.body));
 }
 
