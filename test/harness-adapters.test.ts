@@ -136,6 +136,12 @@ describe("claude_code", () => {
     });
   });
 
+  it("lets agent.env override quiet defaults but never where the API is or the credential", async () => {
+    const p = await prepare("claude_code", { env: { DISABLE_TELEMETRY: "0", ANTHROPIC_BASE_URL: "http://10.0.0.1", ANTHROPIC_API_KEY: "other" } });
+    const got = await run(p, "x");
+    expect(got.env).toMatchObject({ DISABLE_TELEMETRY: "0", ANTHROPIC_BASE_URL: "http://127.0.0.1:4555", ANTHROPIC_API_KEY: CRED });
+  });
+
   it("lets the side calls through when nonessential traffic is asked for", async () => {
     const p = await prepare("claude_code", {}, { nonessential_traffic: true, output_format: "text" });
     const got = await run(p, "x");

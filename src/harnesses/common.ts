@@ -64,6 +64,16 @@ export function commonEnv(): Record<string, string> {
 }
 
 /**
+ * A step's environment. The runtime merges it over the session's (which holds
+ * `agent.env`), so `agent.env` is applied again here to override the
+ * adapter's `defaults` (quiet and speed settings); `fixed` (where the model
+ * API is, the session credential, where the config was written) always wins.
+ */
+export function stepEnv(agent: AgentSpec, defaults: Record<string, string>, fixed: Record<string, string>): Record<string, string> {
+  return { ...commonEnv(), ...defaults, ...agent.env, ...fixed };
+}
+
+/**
  * Creates the config directories and checks the CLI is there, in one exec.
  * Rejects with code `harness` naming the missing binary.
  */

@@ -7,7 +7,7 @@
  * skills go in `$HOME/.pi/agent/skills`. PI_OFFLINE=1 stops its startup calls.
  */
 import { z } from "zod";
-import { apiBase, baseSettings, commonEnv, headless, homePath, installSkills, modelName, prepareHome, refuseMcp, writeJson } from "./common.ts";
+import { apiBase, baseSettings, headless, homePath, installSkills, modelName, prepareHome, refuseMcp, stepEnv, writeJson } from "./common.ts";
 import type { Harness, HarnessContext, HarnessFactory } from "./types.ts";
 
 const PROVIDER = "polar";
@@ -52,7 +52,7 @@ export const piHarnessFactory: HarnessFactory = {
         const args = ["--provider", PROVIDER, "--model", model, "--no-session", "--offline"];
         if (s.json) args.push("--mode", "json");
         if (s.reasoning_effort) args.push("--thinking", s.reasoning_effort);
-        const env = { ...commonEnv(), POLAR_API_KEY: ctx.credential, PI_OFFLINE: "1", PI_SKIP_VERSION_CHECK: "1", PI_TELEMETRY: "0" };
+        const env = stepEnv(agent, { PI_OFFLINE: "1", PI_SKIP_VERSION_CHECK: "1", PI_TELEMETRY: "0" }, { POLAR_API_KEY: ctx.credential });
         // pi reads an argument starting with "-" or "@" as a flag or a file: the instruction goes in on stdin.
         return [{ command: headless(bin, [...args, ...s.extra_args, "-p"], [], instruction), env }];
       },
