@@ -6,6 +6,7 @@
 import { chmod, mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { expect } from "vitest";
+import { verifyTrajectory } from "../src/builders/index.ts";
 import { request } from "../src/nats/messages.ts";
 import type { SessionResult, TaskStatus } from "../src/protocol/schemas.ts";
 import { SUBJECTS } from "../src/protocol/subjects.ts";
@@ -108,26 +109,40 @@ export async function waitTask(sys: TestSystem, taskId: string, timeoutMs: numbe
   }
 }
 
-/**
- * Every captured call of the session has a trace whose prompt ids, sampled
- * ids and logprobs are exactly what the inference server returned for it.
- */
-export function expectTracesFromSim(sys: TestSystem, r: SessionResult): void {
+/** Every captured call's prompt ids and sampled ids (with logprobs) are exactly what the sim returned for it. */
+export function expectRecordsFromSim(sys: TestSystem, r: SessionResult): void {
   const byPrompt = new Map<string, Record<string, any>>();
   for (const ex of sys.upstream.exchanges) byPrompt.set(JSON.stringify(ex.response.prompt_token_ids), ex.response);
-  const records = r.completion_session?.completions ?? [];
-  expect(r.trajectory.traces.length).toBe(records.length);
-  for (const t of r.trajectory.traces) {
-    const up = byPrompt.get(JSON.stringify(t.prompt_ids));
-    expect(up, "trace prompt ids equal one answer's prompt_token_ids").toBeDefined();
-    const choice = up!.choices[0];
-    expect(t.response_ids).toEqual(choice.token_ids);
-    expect(t.response_logprobs).toEqual(choice.logprobs.content.map((c: { logprob: number }) => c.logprob));
-  }
-  for (const rec of records) {
+  for (const rec of r.completion_session?.completions ?? []) {
     const resp = rec.response as Record<string, any>;
-    expect(byPrompt.get(JSON.stringify(resp.prompt_token_ids)), `record ${rec.completion_id} came from the sim`).toBeDefined();
+    const up = byPrompt.get(JSON.stringify(resp.prompt_token_ids));
+    expect(up, `record ${rec.completion_id} came from the sim`).toBeDefined();
+    expect(resp.prompt_token_ids.length).toBeGreaterThan(10);
+    expect(resp.choices[0].token_ids).toEqual(up!.choices[0].token_ids);
+    const lp = (c: any) => c.logprobs.content.map((x: { logprob: number }) => x.logprob);
+    expect(lp(resp.choices[0])).toEqual(lp(up!.choices[0]));
   }
+}
+
+/**
+ * The trajectory holds every captured call: each completion is in exactly one
+ * trace, and the verifier proves every trainable token against the raw session.
+ */
+export function expectEveryCallInTrajectory(r: SessionResult): void {
+  const session = r.completion_session!;
+  const ids = session.completions.map((c) => c.completion_id).sort();
+  const inTraces = r.trajectory.traces.flatMap((t) => (t.metadata.completion_ids as string[] | undefined) ?? []).sort();
+  expect(inTraces).toEqual(ids);
+  const report = verifyTrajectory(r.trajectory, session);
+  expect(report.errors).toEqual([]);
+  expect(report.ok).toBe(true);
+  expect(report.stats.completions_dropped).toBe(0);
+  expect(report.stats.sampled_tokens_trainable).toBe(report.stats.sampled_tokens_total);
+}
+
+/** The traces each completion id is in (prefix_merging puts a whole chain in one trace). */
+export function traceOf(r: SessionResult, completionId: string): number {
+  return r.trajectory.traces.findIndex((t) => ((t.metadata.completion_ids as string[] | undefined) ?? []).includes(completionId));
 }
 
 export async function readSessionFile(workRoot: string, r: SessionResult, rel: string): Promise<string> {

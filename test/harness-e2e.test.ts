@@ -19,7 +19,9 @@ import { SUBJECTS } from "../src/protocol/subjects.ts";
 import { installTools } from "../src/tools/install.ts";
 import { toolsDir } from "../src/tools/paths.ts";
 import { findPin } from "../src/tools/pins.ts";
-import { expectOnlyGateway, expectTracesFromSim, parseConnects, readSessionFile, waitTask, writeConnectShim, writePlaybook } from "./harness-e2e-helpers.ts";
+import {
+  expectEveryCallInTrajectory, expectOnlyGateway, expectRecordsFromSim, parseConnects, readSessionFile, traceOf, waitTask, writeConnectShim, writePlaybook,
+} from "./harness-e2e-helpers.ts";
 import { startTestSystem, type TestSystem } from "./helpers/system.ts";
 
 interface Case {
@@ -29,12 +31,27 @@ interface Case {
   api: "anthropic" | "openai_responses" | "google" | "openai_chat";
   /** The kind of side call this harness makes on its own, if any. */
   side?: string;
+  /**
+   * Why this CLI's agent loop cannot be one token-prefix chain, if it cannot.
+   * Gemini CLI sends a turn's thought text back only as a thoughtSignature, so
+   * the re-rendered history lacks the sampled reasoning and each call's prompt
+   * diverges from the previous one at the assistant turn.
+   */
+  splitChain?: string;
 }
 
 const CASES: Case[] = [
+  { id: "claude", harness: "claude_code", api: "anthropic" },
+  { id: "codex", harness: "codex", api: "openai_responses" },
+  { id: "gemini", harness: "gemini_cli", api: "google", splitChain: "thoughts are not echoed" },
   { id: "qwen", harness: "qwen_code", api: "openai_chat" },
   { id: "opencode_chat", harness: "opencode", settings: { api: "chat" }, api: "openai_chat", side: "title" },
+  { id: "opencode_responses", harness: "opencode", settings: { api: "responses" }, api: "openai_responses", side: "title" },
+  { id: "opencode_anthropic", harness: "opencode", settings: { api: "anthropic" }, api: "anthropic", side: "title" },
   { id: "pi_chat", harness: "pi", settings: { api: "chat" }, api: "openai_chat" },
+  { id: "pi_responses", harness: "pi", settings: { api: "responses" }, api: "openai_responses" },
+  { id: "pi_anthropic", harness: "pi", settings: { api: "anthropic" }, api: "anthropic" },
+  { id: "pi_google", harness: "pi", settings: { api: "google" }, api: "google" },
 ];
 
 const TOOLS = toolsDir();
@@ -48,7 +65,8 @@ beforeAll(async () => {
   await installTools({ names: [...new Set(CASES.map((c) => c.harness))] });
   root = await mkdtemp(join(tmpdir(), "polar-e2e-"));
   workRoot = join(root, "work");
-  sys = await startTestSystem({ playbookPath: await writePlaybook(root) });
+  // Claude Code's system prompt and 24 tools come to ~50k tokens: serve a 128k context like Qwen3 with YaRN.
+  sys = await startTestSystem({ playbookPath: await writePlaybook(root), maxModelLen: 131_072 });
   await sys.startSupervisor();
   const gw = await sys.startGateway({
     nodeId: "gw-harness-e2e",
@@ -62,7 +80,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await sys?.stop();
-  if (root) await rm(root, { recursive: true, force: true });
+  if (root && !process.env.POLAR_E2E_KEEP) await rm(root, { recursive: true, force: true });
 });
 
 async function runTask(task: Record<string, unknown>, timeoutMs: number): Promise<SessionResult> {
@@ -85,7 +103,7 @@ describe.concurrent("harnesses end to end (local runtime)", () => {
           timeout_seconds: 240,
           runtime: { backend: "local", prepare: [{ type: "upload_file", source: shim, target: `.netcheck/${bin}` }] },
           agent: { harness: c.harness, model_name: "Qwen/Qwen3-8B", settings: { ...c.settings, bin: `./.netcheck/${bin}` } },
-          builder: { strategy: "per_request" },
+          builder: { strategy: "prefix_merging" },
           evaluator: { strategy: "session_completed" },
         },
         240_000,
@@ -108,7 +126,24 @@ describe.concurrent("harnesses end to end (local runtime)", () => {
       expect(policy.length).toBeGreaterThanOrEqual(3);
       if (c.side) expect(side.map((x) => x.metadata.side_kind)).toContain(c.side);
       else expect(side).toEqual([]);
-      expectTracesFromSim(sys, r);
+      expectRecordsFromSim(sys, r);
+      expectEveryCallInTrajectory(r);
+      // Under prefix_merging the agent loop is one chain, one trace; side calls stay out of it.
+      const main = traceOf(r, policy[0].completion_id);
+      if (c.splitChain) {
+        const starts = (r.trajectory.metadata.reconstruction_stats as { chain_starts: { completion_id: string; reason: string }[] }).chain_starts;
+        expect(policy.map((x) => starts.find((st) => st.completion_id === x.completion_id)?.reason)).toEqual(
+          policy.map((_, i) => (i === 0 ? "first" : "diverged_from_tip")),
+        );
+      } else {
+        expect(policy.map((x) => traceOf(r, x.completion_id))).toEqual(policy.map(() => main));
+      }
+      for (const x of side) {
+        const t = r.trajectory.traces[traceOf(r, x.completion_id)];
+        expect(traceOf(r, x.completion_id)).not.toBe(main);
+        expect(t.metadata.completion_role).toBe("side");
+      }
+      expect(r.trajectory.traces[main].loss_mask.filter((m) => m === 1).length).toBeGreaterThan(0);
 
       // Nothing but the gateway was contacted.
       const log = await readSessionFile(workRoot, r, `.netcheck/connect.log`);
@@ -140,6 +175,7 @@ describe.concurrent("harnesses end to end (local runtime)", () => {
     const records = r.completion_session!.completions;
     expect(records).toHaveLength(2);
     expect(r.trajectory.traces).toHaveLength(2);
-    expectTracesFromSim(sys, r);
+    expectRecordsFromSim(sys, r);
+    expectEveryCallInTrajectory(r);
   }, 150_000);
 });

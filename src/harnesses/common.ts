@@ -33,6 +33,15 @@ export function modelName(agent: AgentSpec, settings: { model?: string }): strin
   return settings.model ?? agent.model_name ?? DEFAULT_MODEL;
 }
 
+/**
+ * A model id usable in a Google API path (`/v1beta/models/<id>:streamGenerateContent`):
+ * Google's ids never hold "/" or ":", a Hugging Face name like `Qwen/Qwen3-8B` does.
+ * Only the URL changes: the proxy asks the inference server for the session's served model.
+ */
+export function googleModelId(name: string): string {
+  return name.replace(/[/:]/g, "-");
+}
+
 /** `base` (no trailing slash) joined with an API path prefix. */
 export function apiBase(ctx: HarnessContext, path = ""): string {
   return `${ctx.proxyUrl.replace(/\/+$/, "")}${path}`;

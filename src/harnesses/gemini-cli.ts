@@ -7,7 +7,7 @@
  * makes its own non-streaming model-router call, a side call the proxy captures.
  */
 import { z } from "zod";
-import { apiBase, baseSettings, headless, homePath, installSkills, modelName, prepareHome, stepEnv, writeJson } from "./common.ts";
+import { apiBase, baseSettings, googleModelId, headless, homePath, installSkills, modelName, prepareHome, stepEnv, writeJson } from "./common.ts";
 import { geminiMcp } from "./mcp.ts";
 import type { Harness, HarnessContext, HarnessFactory } from "./types.ts";
 
@@ -29,7 +29,7 @@ export const geminiCliHarnessFactory: HarnessFactory = {
   create(config, { agent }): Harness {
     const s = config as Settings;
     const bin = s.bin ?? "gemini";
-    const model = s.auto_model ? undefined : modelName(agent, s);
+    const model = s.auto_model ? undefined : googleModelId(modelName(agent, s));
     const dir = (ctx: HarnessContext) => homePath(ctx, ".gemini");
     return {
       name: "gemini_cli",

@@ -7,7 +7,7 @@
  * skills go in `$HOME/.pi/agent/skills`. PI_OFFLINE=1 stops its startup calls.
  */
 import { z } from "zod";
-import { apiBase, baseSettings, headless, homePath, installSkills, modelName, prepareHome, refuseMcp, stepEnv, writeJson } from "./common.ts";
+import { apiBase, baseSettings, googleModelId, headless, homePath, installSkills, modelName, prepareHome, refuseMcp, stepEnv, writeJson } from "./common.ts";
 import type { Harness, HarnessContext, HarnessFactory } from "./types.ts";
 
 const PROVIDER = "polar";
@@ -40,7 +40,7 @@ export const piHarnessFactory: HarnessFactory = {
     const s = config as Settings;
     refuseMcp(agent, "pi");
     const bin = s.bin ?? "pi";
-    const model = modelName(agent, s);
+    const model = s.api === "google" ? googleModelId(modelName(agent, s)) : modelName(agent, s);
     return {
       name: "pi",
       async setup(ctx) {
