@@ -213,7 +213,8 @@ describe("opencode", () => {
     it(`api ${api}: provider ${npm} at the proxy, every permission allowed`, async () => {
       const p = await prepare("opencode", {}, { api, max_turns: 5 });
       const got = await run(p, "go");
-      expect(got.argv).toEqual(["run", "--pure", "--model", "polar/Qwen/Qwen3-8B", "--format", "json", "--", "go"]);
+      expect(got.argv).toEqual(["run", "--pure", "--model", "polar/Qwen/Qwen3-8B", "--format", "json"]);
+      expect(got.stdin).toBe("go");
       expect(got.env).toMatchObject({ POLAR_API_KEY: CRED, OPENCODE_DISABLE_AUTOUPDATE: "1", OPENCODE_DISABLE_MODELS_FETCH: "1", OPENCODE_DISABLE_DEFAULT_PLUGINS: "1" });
       const cfg = await readJson(home(p.rt, ".config", "opencode", "opencode.json"));
       expect(cfg.provider.polar).toMatchObject({ npm, options: { baseURL: "http://127.0.0.1:4555/v1", apiKey: "{env:POLAR_API_KEY}" } });
@@ -236,7 +237,7 @@ describe("pi", () => {
       const p = await prepare("pi", {}, { api, reasoning_effort: "high" });
       const got = await run(p, "go");
       const id = api === "google" ? "Qwen-Qwen3-8B" : "Qwen/Qwen3-8B";
-      expect(got.argv).toEqual(["--provider", "polar", "--model", id, "--no-session", "--offline", "--mode", "json", "--thinking", "high", "-p"]);
+      expect(got.argv).toEqual(["--provider", "polar", "--model", id, "--no-session", "--offline", "--thinking", "high", "-p"]);
       expect(got.stdin).toBe("go");
       expect(got.env).toMatchObject({ POLAR_API_KEY: CRED, PI_OFFLINE: "1" });
       const m = await readJson(home(p.rt, ".pi", "agent", "models.json"));

@@ -96,10 +96,12 @@ describe.concurrent("harnesses end to end (local runtime)", () => {
       const bin = findPin(c.harness)!.bin;
       const shim = await writeConnectShim(join(root, "shims", c.id), bin);
       const tag = `tag_${c.id}`;
+      // Shell metacharacters, quotes, a newline and a leading dash: it must reach the model byte for byte.
+      const instruction = `-E2E-TASK ${tag}: follow the steps you're given; don't "stop" before $HOME/\`e2e\` is written.\nThat's all.`;
       const r = await runTask(
         {
           task_id: `e2e-${c.id.replaceAll("_", "-")}`,
-          instruction: `E2E-TASK ${tag}: follow the steps you are given. Don't stop before the file is written.`,
+          instruction,
           timeout_seconds: 240,
           runtime: { backend: "local", prepare: [{ type: "upload_file", source: shim, target: `.netcheck/${bin}` }] },
           agent: { harness: c.harness, model_name: "Qwen/Qwen3-8B", settings: { ...c.settings, bin: `./.netcheck/${bin}` } },
@@ -112,6 +114,9 @@ describe.concurrent("harnesses end to end (local runtime)", () => {
       expect(r.status, `${r.error}\n${JSON.stringify(logs)}`).toBe("COMPLETED");
       expect(r.agent_result?.status).toBe("completed");
       expect(r.timing.agent_exec_ms).toBeGreaterThan(0);
+      // The CLI's output log, with the final answer the sim gave it, is in the result and on disk.
+      expect(String(r.agent_result?.metadata.stdout_tail)).toContain("e2e/second.txt is written");
+      expect(await readFile(join(workRoot, `${r.session_id}.a${r.attempt}`, "logs", "agent", "step.00.stdout.log"), "utf8")).toContain("e2e/second.txt is written");
 
       // The playbook's commands ran in the workspace, the second on the first one's output.
       expect(await readSessionFile(workRoot, r, "e2e/first.txt")).toBe(`${tag}\n`);
@@ -128,6 +133,7 @@ describe.concurrent("harnesses end to end (local runtime)", () => {
       else expect(side).toEqual([]);
       expectRecordsFromSim(sys, r);
       expectEveryCallInTrajectory(r);
+      expect(JSON.stringify(policy[0].request.messages)).toContain(JSON.stringify(instruction).slice(1, -1));
       // Under prefix_merging the agent loop is one chain, one trace; side calls stay out of it.
       const main = traceOf(r, policy[0].completion_id);
       if (c.splitChain) {

@@ -71,7 +71,8 @@ export const opencodeHarnessFactory: HarnessFactory = {
           OPENCODE_DISABLE_TERMINAL_TITLE: "1",
           OPENCODE_PURE: "1",
         }, { POLAR_API_KEY: ctx.credential });
-        return [{ command: headless(bin, [...args, ...s.extra_args], ["--", instruction]), env }];
+        // Positional words are re-joined by OpenCode, quoting any with a space: stdin keeps the text as it is.
+        return [{ command: headless(bin, [...args, ...s.extra_args], [], instruction), env }];
       },
     };
   },

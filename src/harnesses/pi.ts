@@ -28,8 +28,11 @@ const Settings = z.strictObject({
   max_tokens: z.number().int().positive().default(8192),
   /** pi's per-provider `compat` switches, passed through. */
   compat: z.record(z.string(), z.unknown()).optional(),
-  /** `--mode json` prints the event log. */
-  json: z.boolean().default(true),
+  /**
+   * `--mode json` prints the event log, but pi then exits 0 even when the
+   * model call failed; the default text mode exits 1 on a failed turn.
+   */
+  json: z.boolean().default(false),
 });
 type Settings = z.infer<typeof Settings>;
 
