@@ -8,10 +8,9 @@
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { dirname } from "node:path";
-import { fileURLToPath } from "node:url";
 import { FORWARDER_PORT } from "./common.ts";
+import { FORWARDER_SCRIPT } from "./forwarder.ts";
 
-export const FORWARDER_SCRIPT = fileURLToPath(new URL("./assets/forwarder.mjs", import.meta.url));
 const READY_FILE = "/tmp/.polar-forwarder-ready";
 
 export interface BwrapOptions {
