@@ -8,15 +8,23 @@ import { LocalRuntime } from "../src/runtimes/local.ts";
 import { MARKER_ENV, markedProcesses } from "../src/runtimes/process.ts";
 import { createRuntimeRegistry } from "../src/runtimes/registry.ts";
 import { runtimeContract } from "./runtime-contract.ts";
-import { type FakeProxy, makeCtx, makeSessionDir, startFakeNats, startFakeProxy } from "./runtime-helpers.ts";
+import { type FakeProxy, makeCtx, makeSessionDir, makeToolsDir, startFakeNats, startFakeProxy } from "./runtime-helpers.ts";
 
 let proxy: FakeProxy;
+let tools: string;
 const dirs: string[] = [];
 const made: LocalRuntime[] = [];
 
 beforeAll(async () => {
   proxy = await startFakeProxy();
+  tools = await makeToolsDir();
+  dirs.push(tools);
 });
+
+async function expectTools(rt: LocalRuntime): Promise<void> {
+  const r = await rt.exec("hello-tool; command -v node");
+  expect(r.stdout).toBe(`hello-tool 42\n${tools}/node/bin/node\n`);
+}
 afterAll(async () => {
   await Promise.all(made.map((rt) => rt.stop()));
   await proxy.close();
@@ -25,11 +33,11 @@ afterAll(async () => {
   expect(made.flatMap((rt) => markedProcesses(MARKER_ENV, rt.id))).toEqual([]);
 });
 
-async function makeLocal(isolation: "none" | "bwrap", spec: Partial<RuntimeSpec> = {}): Promise<LocalRuntime> {
+async function makeLocal(isolation: "none" | "bwrap", spec: Partial<RuntimeSpec> = {}, toolsDir?: string): Promise<LocalRuntime> {
   const dir = await makeSessionDir();
   dirs.push(dir);
   const full = RuntimeSpec.parse({ backend: "local", ...spec, kwargs: { isolation, ...(spec.kwargs ?? {}) } });
-  const rt = createRuntimeRegistry().resolve({ strategy: "local" }, { spec: full, ctx: makeCtx(dir, proxy) }) as LocalRuntime;
+  const rt = createRuntimeRegistry().resolve({ strategy: "local" }, { spec: full, ctx: makeCtx(dir, proxy, { toolsDir }) }) as LocalRuntime;
   made.push(rt);
   await rt.start();
   return rt;
@@ -48,6 +56,10 @@ describe("local runtime, plain processes", () => {
     expect(markedProcesses(MARKER_ENV, rt.id).length).toBeGreaterThanOrEqual(2);
     await rt.stop();
     expect(markedProcesses(MARKER_ENV, rt.id)).toEqual([]);
+  });
+
+  it("puts the tools cache's CLIs and Node first on PATH", async () => {
+    await expectTools(await makeLocal("none", {}, tools));
   });
 
   it("refuses writes outside the session directory", async () => {
@@ -93,6 +105,12 @@ describe.skipIf(!bwrap)("local runtime, bubblewrap isolation", () => {
     } finally {
       await rm(hostFile, { force: true });
     }
+  });
+
+  it("sees the tools cache read-only, its CLIs and Node first on PATH", async () => {
+    const rt = await makeLocal("bwrap", {}, tools);
+    await expectTools(rt);
+    expect((await rt.exec(`touch ${tools}/x 2>/dev/null && echo rw || echo ro`)).stdout).toBe("ro\n");
   });
 
   it("network host shares the host network", async () => {

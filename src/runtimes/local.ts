@@ -16,7 +16,7 @@ import { bwrapArgv, probeBwrap } from "./bwrap.ts";
 import { createCgroup, hasLimits, type SessionCgroup } from "./cgroups.ts";
 import { FORWARDER_PORT, baseEnv, limitsOf, runtimeError } from "./common.ts";
 import { assertInside, copyPath, hostPath, readHostFile, writeHostFile } from "./local-files.ts";
-import { MARKER_ENV, killMarked, killTree, runProcess } from "./process.ts";
+import { MARKER_ENV, killMarkedAndWait, killTree, runProcess } from "./process.ts";
 import { ExecStatsRecorder, timed } from "./stats.ts";
 import type { ExecOptions, ExecResult, ExecStats, Runtime, RuntimeContext, RuntimeFactory } from "./types.ts";
 
@@ -174,7 +174,8 @@ export class LocalRuntime implements Runtime {
     if (this.#state === "stopped") return;
     this.#state = "stopped";
     for (const pid of this.#live) killTree(pid);
-    killMarked(MARKER_ENV, this.id); // background processes an exec left behind
+    const left = await killMarkedAndWait(MARKER_ENV, this.id); // background processes an exec left behind
+    if (left > 0) this.#ctx.log.warn({ left }, "local runtime: processes survived SIGKILL");
     await this.#cgroup?.remove();
   }
 

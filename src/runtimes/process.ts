@@ -117,6 +117,16 @@ export function killMarked(name: string, value: string): number {
   return pids.length;
 }
 
+/** Kills every marked process, then waits (up to `timeoutMs`) until none is left; resolves with how many remain. */
+export async function killMarkedAndWait(name: string, value: string, timeoutMs = 3000): Promise<number> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const left = killMarked(name, value);
+    if (left === 0 || performance.now() > deadline) return left;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 function safeReaddir(dir: string): string[] {
   try {
     return readdirSync(dir);
