@@ -9,9 +9,8 @@ import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { dirname } from "node:path";
 import { FORWARDER_PORT } from "./common.ts";
-import { FORWARDER_SCRIPT } from "./forwarder.ts";
+import { FORWARDER_SCRIPT, listeningTest } from "./forwarder.ts";
 
-const READY_FILE = "/tmp/.polar-forwarder-ready";
 
 export interface BwrapOptions {
   bwrap: string;
@@ -23,17 +22,21 @@ export interface BwrapOptions {
   proxySocket?: string;
   /** Host directories made visible read-only at the same path (tools cache, …). */
   readOnly?: string[];
+  /** Host socat binary: the forwarder when present (fast), else Node runs forwarder.mjs. */
+  socat?: string;
+}
+
+export function which(name: string, path = process.env.PATH ?? ""): string | undefined {
+  for (const dir of path.split(":")) if (dir && existsSync(`${dir}/${name}`)) return `${dir}/${name}`;
+  return undefined;
 }
 
 /** Finds bubblewrap on PATH and checks it can create its namespaces here. */
 export function probeBwrap(path = process.env.PATH ?? ""): string | undefined {
-  for (const dir of path.split(":")) {
-    const bin = `${dir}/bwrap`;
-    if (!dir || !existsSync(bin)) continue;
-    const r = spawnSync(bin, ["--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--proc", "/proc", "--dev", "/dev", "/bin/true"], { timeout: 10_000, stdio: "ignore" });
-    return r.status === 0 ? bin : undefined;
-  }
-  return undefined;
+  const bin = which("bwrap", path);
+  if (!bin) return undefined;
+  const r = spawnSync(bin, ["--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--proc", "/proc", "--dev", "/dev", "/bin/true"], { timeout: 10_000, stdio: "ignore" });
+  return r.status === 0 ? bin : undefined;
 }
 
 export function bwrapArgv(o: BwrapOptions, command: string): string[] {
@@ -41,13 +44,16 @@ export function bwrapArgv(o: BwrapOptions, command: string): string[] {
   if (!o.shareNet) argv.push("--unshare-net");
   argv.push("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp");
   const forward = !o.shareNet && o.proxySocket !== undefined;
-  const ro = [...(o.readOnly ?? []), ...(forward ? [dirname(o.proxySocket!), dirname(FORWARDER_SCRIPT), dirname(process.execPath)] : [])];
+  const ro = [...(o.readOnly ?? []), ...(forward ? [dirname(o.proxySocket!), dirname(FORWARDER_SCRIPT), dirname(o.socat ?? process.execPath)] : [])];
   for (const dir of new Set(ro)) argv.push("--ro-bind", dir, dir);
   argv.push("--bind", o.sessionDir, o.sessionDir, "--chdir", o.cwd, "--");
   if (!forward) return [...argv, "/bin/bash", "-c", command];
+  const forwarder = o.socat
+    ? `${q(o.socat)} TCP-LISTEN:${FORWARDER_PORT},bind=127.0.0.1,fork,reuseaddr ${q(`UNIX-CONNECT:${o.proxySocket!}`)}`
+    : `${q(process.execPath)} ${q(FORWARDER_SCRIPT)} ${FORWARDER_PORT} ${q(o.proxySocket!)}`;
   const script = [
-    `${q(process.execPath)} ${q(FORWARDER_SCRIPT)} ${FORWARDER_PORT} ${q(o.proxySocket!)} ${READY_FILE} </dev/null >/dev/null 2>&1 &`,
-    `for _ in $(seq 1 2000); do [ -e ${READY_FILE} ] && break; sleep 0.005; done`,
+    `${forwarder} </dev/null >/dev/null 2>&1 &`,
+    `for _ in $(seq 1 1000); do ${listeningTest()} && break; sleep 0.005; done`,
     `exec /bin/bash -c "$1"`,
   ].join("\n");
   return [...argv, "/bin/bash", "-c", script, "polar-sandbox", command];

@@ -24,8 +24,13 @@ export function forwarderShell(socket: string, fallback: string): string {
   ].join("\n");
 }
 
-/** POSIX sh that waits (up to ~5 s) until something listens on 127.0.0.1:FORWARDER_PORT. */
-export function waitListeningShell(): string {
+/** POSIX sh test: something listens on 127.0.0.1:FORWARDER_PORT (read from /proc/net/tcp, no connection made). */
+export function listeningTest(): string {
   const hex = `0100007F:${FORWARDER_PORT.toString(16).toUpperCase().padStart(4, "0")}`;
-  return `for i in $(seq 1 500); do grep -q '${hex} 00000000:0000 0A' /proc/net/tcp && exit 0; sleep 0.01; done; exit 1`;
+  return `grep -q '${hex} 00000000:0000 0A' /proc/net/tcp`;
+}
+
+/** POSIX sh that waits (up to ~5 s) until the forwarder listens, then exits 0 (or 1). */
+export function waitListeningShell(): string {
+  return `for i in $(seq 1 500); do ${listeningTest()} && exit 0; sleep 0.01; done; exit 1`;
 }

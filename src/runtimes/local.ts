@@ -12,7 +12,7 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import type { RuntimeSpec } from "../protocol/schemas.ts";
-import { bwrapArgv, probeBwrap } from "./bwrap.ts";
+import { bwrapArgv, probeBwrap, which } from "./bwrap.ts";
 import { createCgroup, hasLimits, type SessionCgroup } from "./cgroups.ts";
 import { FORWARDER_PORT, baseEnv, limitsOf, runtimeError } from "./common.ts";
 import { assertInside, copyPath, hostPath, readHostFile, writeHostFile } from "./local-files.ts";
@@ -36,6 +36,7 @@ export class LocalRuntime implements Runtime {
   readonly #live = new Set<number>();
   readonly #abort = new AbortController();
   #bwrap: string | undefined;
+  #socat: string | undefined;
   #cgroup: SessionCgroup | undefined;
   #state: "new" | "started" | "stopped" = "new";
 
@@ -81,6 +82,7 @@ export class LocalRuntime implements Runtime {
       return;
     }
     this.#bwrap = probeBwrap();
+    this.#socat = which("socat");
     if (this.#bwrap) {
       const net = this.#privateNet() ? "private network, proxy via socket forwarder" : "shared network";
       this.#ctx.log.info({ bwrap: this.#bwrap }, `local runtime: bubblewrap isolation (${net})`);
@@ -130,6 +132,7 @@ export class LocalRuntime implements Runtime {
             shareNet: !this.#privateNet(),
             proxySocket: this.#ctx.proxy.socketPath,
             readOnly: this.#ctx.toolsDir ? [this.#ctx.toolsDir] : [],
+            socat: this.#socat,
           },
           command,
         )
