@@ -63,6 +63,9 @@ export function runtimeContract(o: ContractOptions): void {
     expect(r.stdout).toBe(`${rt.workdir}/sub/dir\nb a r|spec|call|${rt.home}\n`);
     const def = await rt.exec("pwd");
     expect(def.stdout.trim()).toBe(rt.workdir);
+    const missing = await rt.exec("echo ran", { cwd: "no/such/dir" });
+    expect(missing.exitCode).toBe(126);
+    expect(missing.stdout).not.toContain("ran");
   });
 
   it("a timeout kills the whole process tree", async () => {

@@ -6,6 +6,7 @@ import { RuntimeSpec } from "../src/protocol/schemas.ts";
 import { probeBwrap } from "../src/runtimes/bwrap.ts";
 import { LocalRuntime } from "../src/runtimes/local.ts";
 import { MARKER_ENV, markedProcesses } from "../src/runtimes/process.ts";
+import { reapLocalProcesses } from "../src/runtimes/reaper.ts";
 import { createRuntimeRegistry } from "../src/runtimes/registry.ts";
 import { runtimeContract } from "./runtime-contract.ts";
 import { type FakeProxy, makeCtx, makeSessionDir, makeToolsDir, startFakeNats, startFakeProxy } from "./runtime-helpers.ts";
@@ -33,11 +34,11 @@ afterAll(async () => {
   expect(made.flatMap((rt) => markedProcesses(MARKER_ENV, rt.id))).toEqual([]);
 });
 
-async function makeLocal(isolation: "none" | "bwrap", spec: Partial<RuntimeSpec> = {}, toolsDir?: string): Promise<LocalRuntime> {
+async function makeLocal(isolation: "none" | "bwrap", spec: Partial<RuntimeSpec> = {}, toolsDir?: string, gatewayId?: string): Promise<LocalRuntime> {
   const dir = await makeSessionDir();
   dirs.push(dir);
   const full = RuntimeSpec.parse({ backend: "local", ...spec, kwargs: { isolation, ...(spec.kwargs ?? {}) } });
-  const rt = createRuntimeRegistry().resolve({ strategy: "local" }, { spec: full, ctx: makeCtx(dir, proxy, { toolsDir }) }) as LocalRuntime;
+  const rt = createRuntimeRegistry().resolve({ strategy: "local" }, { spec: full, ctx: makeCtx(dir, proxy, { toolsDir, ...(gatewayId ? { gatewayId } : {}) }) }) as LocalRuntime;
   made.push(rt);
   await rt.start();
   return rt;
@@ -56,6 +57,16 @@ describe("local runtime, plain processes", () => {
     expect(markedProcesses(MARKER_ENV, rt.id).length).toBeGreaterThanOrEqual(2);
     await rt.stop();
     expect(markedProcesses(MARKER_ENV, rt.id)).toEqual([]);
+  });
+
+  it("reapLocalProcesses kills what a gateway's local runtimes left running, and only that", async () => {
+    const rt = await makeLocal("none", {}, undefined, "gw-reap-local");
+    const other = await makeLocal("none");
+    await rt.exec("setsid sleep 1002 >/dev/null 2>&1 < /dev/null & nohup sleep 1003 >/dev/null 2>&1 &");
+    await other.exec("nohup sleep 1004 >/dev/null 2>&1 &");
+    expect(await reapLocalProcesses("gw-reap-local")).toBe(2);
+    expect(markedProcesses(MARKER_ENV, rt.id)).toEqual([]);
+    expect(markedProcesses(MARKER_ENV, other.id)).toHaveLength(1);
   });
 
   it("puts the tools cache's CLIs and Node first on PATH", async () => {

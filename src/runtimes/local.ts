@@ -8,6 +8,7 @@
  * Sandbox paths are host paths: relative ones resolve against the workspace;
  * uploads and writes must land inside the session directory.
  */
+import { existsSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
@@ -16,7 +17,7 @@ import { bwrapArgv, probeBwrap, which } from "./bwrap.ts";
 import { createCgroup, hasLimits, type SessionCgroup } from "./cgroups.ts";
 import { FORWARDER_PORT, baseEnv, limitsOf, runtimeError } from "./common.ts";
 import { assertInside, copyPath, hostPath, readHostFile, writeHostFile } from "./local-files.ts";
-import { MARKER_ENV, killMarkedAndWait, killTree, runProcess } from "./process.ts";
+import { GATEWAY_MARKER_ENV, MARKER_ENV, killMarkedAndWait, killTree, runProcess } from "./process.ts";
 import { ExecStatsRecorder, timed } from "./stats.ts";
 import type { ExecOptions, ExecResult, ExecStats, Runtime, RuntimeContext, RuntimeFactory } from "./types.ts";
 
@@ -102,7 +103,8 @@ export class LocalRuntime implements Runtime {
     return timed(this.#stats, opts.category, async () => {
       this.#assertUsable();
       const cwd = opts.cwd ? hostPath(this.workdir, opts.cwd) : this.workdir;
-      const env = baseEnv({ home: this.home, tools: this.#ctx.toolsDir, tmp: this.#tmp }, this.#spec.env, opts.env, { [MARKER_ENV]: this.id });
+      if (!existsSync(cwd)) return missingCwd(cwd);
+      const env = baseEnv({ home: this.home, tools: this.#ctx.toolsDir, tmp: this.#tmp }, this.#spec.env, opts.env, { [MARKER_ENV]: this.id, [GATEWAY_MARKER_ENV]: this.#ctx.gatewayId });
       const signal = opts.signal ? AbortSignal.any([opts.signal, this.#abort.signal]) : this.#abort.signal;
       let pid: number | undefined;
       try {
@@ -191,6 +193,11 @@ export class LocalRuntime implements Runtime {
   #assertUsable(): void {
     if (this.#state !== "started") throw runtimeError(`runtime ${this.id} is ${this.#state === "new" ? "not started" : "stopped"}`);
   }
+}
+
+/** As a container engine answers an exec in a missing directory: exit 126, nothing run. */
+function missingCwd(cwd: string): ExecResult {
+  return { stdout: "", stderr: `polar: cwd ${cwd} does not exist\n`, exitCode: 126, timedOut: false, cancelled: false, durationMs: 0 };
 }
 
 export const localRuntimeFactory: RuntimeFactory = {

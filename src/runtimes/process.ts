@@ -87,6 +87,8 @@ export function killTree(pid: number): void {
 
 /** Every sandboxed host process carries this variable naming its runtime, so stop() finds strays. */
 export const MARKER_ENV = "POLAR_RUNTIME_ID";
+/** …and this one naming its gateway, so a restarted gateway reaps what it left behind. */
+export const GATEWAY_MARKER_ENV = "POLAR_GATEWAY_ID";
 
 /** Pids of live processes whose environment holds `name=value`. */
 export function markedProcesses(name: string, value: string): number[] {
