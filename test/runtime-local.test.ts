@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RuntimeSpec } from "../src/protocol/schemas.ts";
 import { probeBwrap } from "../src/runtimes/bwrap.ts";
+import { cgroupsUsable } from "../src/runtimes/cgroups.ts";
 import { LocalRuntime } from "../src/runtimes/local.ts";
 import { MARKER_ENV, markedProcesses } from "../src/runtimes/process.ts";
 import { reapLocalProcesses } from "../src/runtimes/reaper.ts";
@@ -11,6 +12,7 @@ import { createRuntimeRegistry } from "../src/runtimes/registry.ts";
 import { runtimeContract } from "./runtime-contract.ts";
 import { type FakeProxy, makeCtx, makeSessionDir, makeToolsDir, startFakeNats, startFakeProxy } from "./runtime-helpers.ts";
 
+const limitsUnavailable = (await cgroupsUsable()) ? undefined : "this process cannot create cgroups (not root, or a read-only cgroup fs)";
 let proxy: FakeProxy;
 let tools: string;
 const dirs: string[] = [];
@@ -45,7 +47,7 @@ async function makeLocal(isolation: "none" | "bwrap", spec: Partial<RuntimeSpec>
 }
 
 describe("local runtime, plain processes", () => {
-  runtimeContract({ make: (spec) => makeLocal("none", spec) });
+  runtimeContract({ make: (spec) => makeLocal("none", spec), limitsUnavailable });
 
   it("reaches the proxy at its TCP URL and leaves no stray process after stop", async () => {
     const rt = await makeLocal("none");
@@ -84,7 +86,7 @@ const bwrap = probeBwrap();
 if (!bwrap) console.warn("[runtime-local] bubblewrap is not available here: the bwrap isolation tests are SKIPPED");
 
 describe.skipIf(!bwrap)("local runtime, bubblewrap isolation", () => {
-  runtimeContract({ make: (spec) => makeLocal("bwrap", spec) });
+  runtimeContract({ make: (spec) => makeLocal("bwrap", spec), limitsUnavailable });
 
   it("a none-network sandbox reaches the proxy through the socket and nothing else", async () => {
     const nats = await startFakeNats();

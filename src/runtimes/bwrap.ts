@@ -39,6 +39,14 @@ export function probeBwrap(path = process.env.PATH ?? ""): string | undefined {
   return r.status === 0 ? bin : undefined;
 }
 
+const probed = new Map<string, string | undefined>();
+
+/** probeBwrap, once per PATH for this process (what the host can do does not change). */
+export function probeBwrapCached(path = process.env.PATH ?? ""): string | undefined {
+  if (!probed.has(path)) probed.set(path, probeBwrap(path));
+  return probed.get(path);
+}
+
 export function bwrapArgv(o: BwrapOptions, command: string): string[] {
   const argv = [o.bwrap, "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid", "--unshare-uts"];
   if (!o.shareNet) argv.push("--unshare-net");

@@ -13,7 +13,7 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import type { RuntimeSpec } from "../protocol/schemas.ts";
-import { bwrapArgv, probeBwrap, which } from "./bwrap.ts";
+import { bwrapArgv, probeBwrapCached, which } from "./bwrap.ts";
 import { createCgroup, hasLimits, type SessionCgroup } from "./cgroups.ts";
 import { FORWARDER_PORT, baseEnv, limitsOf, runtimeError } from "./common.ts";
 import { assertInside, copyPath, hostPath, readHostFile, writeHostFile } from "./local-files.ts";
@@ -51,9 +51,12 @@ export class LocalRuntime implements Runtime {
     this.#tmp = join(ctx.sessionDir, "tmp");
     const kw = LocalKwargs.safeParse(spec.kwargs ?? {});
     this.#isolation = kw.success ? kw.data.isolation : "auto";
+    // Decided here, not in start(), so proxyUrl is right from the start.
+    this.#bwrap = this.#isolation === "none" ? undefined : probeBwrapCached();
+    this.#socat = this.#bwrap ? which("socat") : undefined;
   }
 
-  /** True when commands run under bubblewrap (known after start()). */
+  /** True when commands run under bubblewrap. */
   get isolated(): boolean {
     return this.#bwrap !== undefined;
   }
@@ -70,20 +73,18 @@ export class LocalRuntime implements Runtime {
     } catch (e) {
       throw runtimeError(`cannot create the workspace of ${this.id}`, e);
     }
-    this.#pickIsolation();
+    this.#logIsolation();
     const limits = limitsOf(this.#spec);
     this.#cgroup = await createCgroup(`polar-${this.#ctx.sessionId}`, limits);
     if (hasLimits(limits) && !this.#cgroup) this.#ctx.log.warn({ limits }, "local runtime: cgroups unavailable, resource limits are not applied");
     this.#state = "started";
   }
 
-  #pickIsolation(): void {
+  #logIsolation(): void {
     if (this.#isolation === "none") {
       this.#ctx.log.info("local runtime: plain processes (isolation none requested)");
       return;
     }
-    this.#bwrap = probeBwrap();
-    this.#socat = which("socat");
     if (this.#bwrap) {
       const net = this.#privateNet() ? "private network, proxy via socket forwarder" : "shared network";
       this.#ctx.log.info({ bwrap: this.#bwrap }, `local runtime: bubblewrap isolation (${net})`);
