@@ -50,7 +50,7 @@ describe("apptainer command lines", () => {
       homeDir: "/host/s1/.home",
       home: "/root",
       toolsDir: "/host/tools",
-      proxySocketDir: "/run/polar",
+      proxySocket: "/run/polar/proxy.sock",
       network: "none",
       volumes: ["/ds:/ds:ro"],
     });
@@ -58,7 +58,7 @@ describe("apptainer command lines", () => {
       "apptainer", "instance", "start", "--cleanenv", "--no-mount", "cwd,bind-paths", "--home", "/host/s1/.home:/root",
       "--overlay", "/host/s1/.overlay", "--nv", "--net", "--network", "none", "--cpus", "2", "--memory", "4096M", "--pids-limit", "256",
       "--bind", "/host/s1:/polar/session", "--bind", `${assets}:/opt/polar-runtime:ro`, "--bind", "/ds:/ds:ro",
-      "--bind", "/host/tools:/opt/polar-tools:ro", "--bind", "/run/polar:/polar/proxy:ro", "--bind", "/data/cache:/cache",
+      "--bind", "/host/tools:/opt/polar-tools:ro", "--bind", "/run/polar/proxy.sock:/polar/proxy/proxy.sock:ro", "--bind", "/data/cache:/cache",
       "/images/env.sif", "polar-s1-abcdef12",
     ]);
   });

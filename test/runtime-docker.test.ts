@@ -84,8 +84,8 @@ describe.skipIf(missing !== undefined)("docker runtime", () => {
       expect(JSON.parse(r.stdout)).toEqual({ ok: true, path: "/v1/messages", via: "unix" });
       const gw = "172.17.0.1";
       const targets = [`127.0.0.1:${nats.port}`, `${gw}:${nats.port}`, `127.0.0.1:${new URL(proxy.url).port}`, "1.1.1.1:80"];
-      const probe = await rt.exec(`for t in ${targets.join(" ")}; do curl -s --max-time 2 -o /dev/null http://$t/ && echo "open $t" || echo "closed $t"; done; ls /sys/class/net`);
-      expect(probe.stdout).toBe(targets.map((t) => `closed ${t}\n`).join("") + "lo\n");
+      const probe = await rt.exec(`for t in ${targets.join(" ")}; do curl -s --max-time 2 -o /dev/null http://$t/ && echo "open $t" || echo "closed $t"; done; ls /sys/class/net; ls -A /polar/proxy`);
+      expect(probe.stdout).toBe(targets.map((t) => `closed ${t}\n`).join("") + "lo\nproxy.sock\n");
       expect(nats.accepted()).toBe(0);
     } finally {
       await nats.close();

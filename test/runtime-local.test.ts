@@ -1,6 +1,6 @@
 import { rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RuntimeSpec } from "../src/protocol/schemas.ts";
 import { probeBwrap } from "../src/runtimes/bwrap.ts";
@@ -66,6 +66,8 @@ describe("local runtime, plain processes", () => {
     const other = await makeLocal("none");
     await rt.exec("setsid sleep 1002 >/dev/null 2>&1 < /dev/null & nohup sleep 1003 >/dev/null 2>&1 &");
     await other.exec("nohup sleep 1004 >/dev/null 2>&1 &");
+    // setsid forks once more before it execs: wait until just the two sleeps are left.
+    for (let i = 0; i < 100 && markedProcesses(MARKER_ENV, rt.id).length !== 2; i++) await new Promise((r) => setTimeout(r, 20));
     expect(await reapLocalProcesses("gw-reap-local")).toBe(2);
     expect(markedProcesses(MARKER_ENV, rt.id)).toEqual([]);
     expect(markedProcesses(MARKER_ENV, other.id)).toHaveLength(1);
@@ -104,6 +106,15 @@ describe.skipIf(!bwrap)("local runtime, bubblewrap isolation", () => {
     } finally {
       await nats.close();
     }
+  });
+
+  it("hides the other sessions and the gateway's HOME; the proxy socket shows alone", async () => {
+    const rt = await makeLocal("bwrap");
+    const sessionDir = dirname(rt.workdir);
+    expect(dirs.length).toBeGreaterThan(3); // other sessions exist on the host beside this one
+    const r = await rt.exec(`ls -A ${dirname(sessionDir)}; echo --; ls -A ${dirname(proxy.socketPath)}; echo --; ls -A ${process.env.HOME ?? "/root"} | wc -l`);
+    const want = [basename(sessionDir), basename(dirname(proxy.socketPath))].sort().join("\n");
+    expect(r.stdout).toBe(`${want}\n--\nproxy.sock\n--\n0\n`);
   });
 
   it("sees the host root read-only, a private /tmp and a private pid namespace", async () => {

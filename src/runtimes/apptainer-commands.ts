@@ -6,7 +6,7 @@
  * so values may hold any character and the host environment never leaks in.
  */
 import { createHash } from "node:crypto";
-import { dirname } from "node:path";
+import { basename, dirname } from "node:path";
 import type { RuntimeSpec } from "../protocol/schemas.ts";
 import { SESSION_MOUNT, TOOLS_MOUNT } from "./common.ts";
 import { FORWARDER_SCRIPT, RUNTIME_ASSETS_MOUNT } from "./forwarder.ts";
@@ -24,7 +24,8 @@ export interface InstanceInput {
   homeDir: string;
   home: string;
   toolsDir?: string;
-  proxySocketDir?: string;
+  /** The proxy's Unix socket, bound alone (its directory may hold other sessions' files). */
+  proxySocket?: string;
   /** Network namespace name; "host" (or undefined) means the host's network. */
   network: string;
   volumes: string[];
@@ -45,7 +46,7 @@ export function instanceStartArgv(i: InstanceInput): string[] {
   if (s.pids_limit) argv.push("--pids-limit", String(s.pids_limit));
   const binds = [`${i.sessionDir}:${SESSION_MOUNT}`, `${dirname(FORWARDER_SCRIPT)}:${RUNTIME_ASSETS_MOUNT}:ro`, ...i.volumes];
   if (i.toolsDir) binds.push(`${i.toolsDir}:${TOOLS_MOUNT}:ro`);
-  if (i.proxySocketDir) binds.push(`${i.proxySocketDir}:${PROXY_MOUNT}:ro`);
+  if (i.proxySocket) binds.push(`${i.proxySocket}:${PROXY_MOUNT}/${basename(i.proxySocket)}:ro`);
   if (s.allow_internet) binds.push(...s.internet_volumes);
   for (const b of binds) argv.push("--bind", b);
   argv.push(s.image!, i.name);

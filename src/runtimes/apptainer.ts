@@ -12,7 +12,7 @@
 import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
 import { mkdir, rm } from "node:fs/promises";
-import { dirname, join, posix } from "node:path";
+import { join, posix } from "node:path";
 import { z } from "zod";
 import type { RuntimeSpec } from "../protocol/schemas.ts";
 import { apptainerEnv, execArgv, instanceName, instanceStartArgv, instanceStopArgv, PROXY_MOUNT } from "./apptainer-commands.ts";
@@ -81,7 +81,7 @@ export class ApptainerRuntime implements Runtime {
       homeDir,
       home: this.home,
       toolsDir: this.#ctx.toolsDir,
-      proxySocketDir: this.forwarded ? dirname(this.#ctx.proxy.socketPath!) : undefined,
+      proxySocket: this.forwarded ? this.#ctx.proxy.socketPath : undefined,
       network: this.network,
       volumes: ApptainerKwargs.parse(this.#spec.kwargs ?? {}).volumes,
     });

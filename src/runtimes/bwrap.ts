@@ -22,6 +22,11 @@ export interface BwrapOptions {
   proxySocket?: string;
   /** Host directories made visible read-only at the same path (tools cache, …). */
   readOnly?: string[];
+  /**
+   * Host directories replaced by an empty tmpfs (besides /tmp and the session
+   * directory's parent, which holds the other sessions): e.g. the gateway's HOME.
+   */
+  hide?: string[];
   /** Host socat binary: the forwarder when present (fast), else Node runs forwarder.mjs. */
   socat?: string;
 }
@@ -39,6 +44,9 @@ export function probeBwrap(path = process.env.PATH ?? ""): string | undefined {
   return r.status === 0 ? bin : undefined;
 }
 
+/** Never hidden, whatever `hide` says: the sandbox needs them. */
+const SYSTEM_DIRS = new Set(["/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/dev", "/proc", "/sys", "/var", "/opt", "/run"]);
+
 const probed = new Map<string, string | undefined>();
 
 /** probeBwrap, once per PATH for this process (what the host can do does not change). */
@@ -47,13 +55,21 @@ export function probeBwrapCached(path = process.env.PATH ?? ""): string | undefi
   return probed.get(path);
 }
 
+/**
+ * The bwrap command line. Mount order matters: the read-only root, then empty
+ * tmpfs over the `hide` directories (and /tmp), then the read-only binds that
+ * must show through them (tools, the proxy socket file alone, the forwarder),
+ * then the writable session directory.
+ */
 export function bwrapArgv(o: BwrapOptions, command: string): string[] {
   const argv = [o.bwrap, "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid", "--unshare-uts"];
   if (!o.shareNet) argv.push("--unshare-net");
-  argv.push("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp");
+  argv.push("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc");
+  const hide = [...new Set(["/tmp", dirname(o.sessionDir), ...(o.hide ?? [])])].filter((d) => d !== "/" && !SYSTEM_DIRS.has(d));
+  for (const dir of hide.sort((a, b) => a.length - b.length)) argv.push("--tmpfs", dir);
   const forward = !o.shareNet && o.proxySocket !== undefined;
-  const ro = [...(o.readOnly ?? []), ...(forward ? [dirname(o.proxySocket!), dirname(FORWARDER_SCRIPT), dirname(o.socat ?? process.execPath)] : [])];
-  for (const dir of new Set(ro)) argv.push("--ro-bind", dir, dir);
+  const ro = [...(o.readOnly ?? []), ...(forward ? [o.proxySocket!, dirname(FORWARDER_SCRIPT), dirname(o.socat ?? process.execPath)] : [])];
+  for (const p of new Set(ro)) argv.push("--ro-bind", p, p);
   argv.push("--bind", o.sessionDir, o.sessionDir, "--chdir", o.cwd, "--");
   if (!forward) return [...argv, "/bin/bash", "-c", command];
   const forwarder = o.socat

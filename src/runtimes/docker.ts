@@ -6,7 +6,7 @@
  * - The host session directory is bound at /polar/session, the tools cache
  *   read-only at /opt/polar-tools, the workspace is the spec's workdir.
  * - Network `none` (the default): no interface but loopback; the proxy's Unix
- *   socket directory is bound at /polar/proxy and a forwarder (socat, or Node
+ *   socket is bound into /polar/proxy and a forwarder (socat, or Node
  *   from the tools cache or the image) listens on 127.0.0.1:FORWARDER_PORT
  *   inside, so `proxyUrl` reaches the model proxy and nothing else is reachable.
  *   `bridge` keeps the forwarder and adds the engine's bridge; `host` shares the
@@ -119,7 +119,8 @@ export class DockerRuntime implements Runtime {
     const kw = DockerKwargs.parse(s.kwargs ?? {});
     const binds = [`${this.#ctx.sessionDir}:${SESSION_MOUNT}`, `${dirname(FORWARDER_SCRIPT)}:${RUNTIME_ASSETS_MOUNT}:ro`, ...kw.volumes];
     if (this.#ctx.toolsDir) binds.push(`${this.#ctx.toolsDir}:${TOOLS_MOUNT}:ro`);
-    if (this.forwarded) binds.push(`${dirname(this.#ctx.proxy.socketPath!)}:${PROXY_MOUNT}:ro`);
+    // The socket file alone: its directory may hold other sessions' files.
+    if (this.forwarded) binds.push(`${this.#ctx.proxy.socketPath!}:${PROXY_MOUNT}/${basename(this.#ctx.proxy.socketPath!)}:ro`);
     if (s.allow_internet) binds.push(...s.internet_volumes);
     const host: Dockerode.HostConfig = { Init: true, NetworkMode: this.network, Binds: binds, AutoRemove: false };
     if (s.cpus) host.NanoCpus = Math.round(s.cpus * 1e9);

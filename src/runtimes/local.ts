@@ -135,6 +135,7 @@ export class LocalRuntime implements Runtime {
             shareNet: !this.#privateNet(),
             proxySocket: this.#ctx.proxy.socketPath,
             readOnly: this.#ctx.toolsDir ? [this.#ctx.toolsDir] : [],
+            hide: process.env.HOME ? [process.env.HOME] : [],
             socat: this.#socat,
           },
           command,
