@@ -23,6 +23,7 @@ import { TaskStore } from "../supervisor/task-store.ts";
 import { CaptureRegistry } from "./capture.ts";
 import type { GatewayContext, GatewayRegistries } from "./context.ts";
 import { Pipeline, type StageLimits } from "./pipeline.ts";
+import { reapLeftovers } from "./reap.ts";
 
 export interface GatewayDeps {
   nc: NatsConnection;
@@ -60,6 +61,7 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
   const infraOpts = { ...DEFAULT_INFRA, ...opts.infra };
   const infra = await openInfra(deps.nc, infraOpts);
   const durable = await ensureDispatchConsumer(infra.jsm, pool, infraOpts);
+  await reapLeftovers(nodeId, log);
   const workRoot = opts.workRoot ?? join(tmpdir(), `polar-${nodeId}`);
   await mkdir(workRoot, { recursive: true });
   const capture = new CaptureRegistry();
