@@ -6,6 +6,7 @@
  * messages are redelivered to other gateways as new attempts), drain.
  */
 import { randomBytes } from "node:crypto";
+import { existsSync } from "node:fs";
 import { mkdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -24,6 +25,7 @@ import { CaptureRegistry } from "./capture.ts";
 import type { GatewayContext, GatewayRegistries } from "./context.ts";
 import { Pipeline, type StageLimits } from "./pipeline.ts";
 import { reapLeftovers } from "./reap.ts";
+import { toolsDir } from "../../tools/paths.ts";
 
 export interface GatewayDeps {
   nc: NatsConnection;
@@ -41,6 +43,7 @@ export interface GatewayOptions {
   defaultRuntime?: Partial<RuntimeSpec>;
   /** Host directory for session files (default: a temporary directory). */
   workRoot?: string;
+  /** Pinned harness CLIs, mounted read-only into sandboxes (default: the tools cache when it exists). */
   toolsDir?: string;
   keepSessionDirs?: boolean;
   infra?: InfraOptions;
@@ -88,7 +91,7 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
     proxyEndpoint: { url: proxy.url, socketPath: proxy.socketPath },
     defaultRuntime: { backend: "local", ...opts.defaultRuntime },
     workRoot,
-    toolsDir: opts.toolsDir,
+    toolsDir: opts.toolsDir ?? (existsSync(toolsDir()) ? toolsDir() : undefined),
     keepSessionDirs: opts.keepSessionDirs ?? false,
     builderDeps: () => ({ tokenizer: (tokenizer ??= qwen3Tokenizer()) }),
     emit,
