@@ -12,16 +12,17 @@ import { type FakeProxy, makeCtx, makeSessionDir, startFakeNats, startFakeProxy 
 
 let proxy: FakeProxy;
 const dirs: string[] = [];
-const ids: string[] = [];
+const made: LocalRuntime[] = [];
 
 beforeAll(async () => {
   proxy = await startFakeProxy();
 });
 afterAll(async () => {
+  await Promise.all(made.map((rt) => rt.stop()));
   await proxy.close();
   await Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true })));
   // No process of any runtime made in this file outlives it.
-  expect(ids.flatMap((id) => markedProcesses(MARKER_ENV, id))).toEqual([]);
+  expect(made.flatMap((rt) => markedProcesses(MARKER_ENV, rt.id))).toEqual([]);
 });
 
 async function makeLocal(isolation: "none" | "bwrap", spec: Partial<RuntimeSpec> = {}): Promise<LocalRuntime> {
@@ -29,7 +30,7 @@ async function makeLocal(isolation: "none" | "bwrap", spec: Partial<RuntimeSpec>
   dirs.push(dir);
   const full = RuntimeSpec.parse({ backend: "local", ...spec, kwargs: { isolation, ...(spec.kwargs ?? {}) } });
   const rt = createRuntimeRegistry().resolve({ strategy: "local" }, { spec: full, ctx: makeCtx(dir, proxy) }) as LocalRuntime;
-  ids.push(rt.id);
+  made.push(rt);
   await rt.start();
   return rt;
 }

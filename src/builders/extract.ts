@@ -177,10 +177,10 @@ export function extract(record: CompletionRecord, index: number): Capture {
   };
 }
 
-/** Deep copies of the dict items of `request.messages`. */
-export function promptMessages(c: Capture): Dict[] {
+/** Deep copies of the dict items of `request.messages`, from the `start`-th one. */
+export function promptMessages(c: Capture, start = 0): Dict[] {
   const m = c.request.messages;
-  return Array.isArray(m) ? m.filter(isDict).map((x) => structuredClone(x)) : [];
+  return Array.isArray(m) ? m.filter(isDict).slice(start).map((x) => structuredClone(x)) : [];
 }
 
 export function promptMessageCount(c: Capture): number {

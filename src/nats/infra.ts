@@ -59,72 +59,55 @@ async function ensureStream(jsm: JetStreamManager, cfg: Parameters<JetStreamMana
   }
 }
 
-export async function ensureDispatchConsumer(jsm: JetStreamManager, pool: string, opts: InfraOptions = {}): Promise<string> {
-  const o = { ...DEFAULT_INFRA, ...opts };
-  const durable = dispatchConsumer(pool);
+type ConsumerConfig = Parameters<JetStreamManager["consumers"]["add"]>[1];
+
+/** Creates a durable consumer unless it exists (or another actor created it meanwhile). */
+async function ensureConsumer(jsm: JetStreamManager, stream: string, cfg: ConsumerConfig & { durable_name: string }): Promise<string> {
   try {
-    await jsm.consumers.info(STREAMS.sessions, durable);
+    await jsm.consumers.info(stream, cfg.durable_name);
   } catch {
-    await jsm.consumers
-      .add(STREAMS.sessions, {
-        durable_name: durable,
-        ack_policy: AckPolicy.Explicit,
-        ack_wait: nanos(o.dispatchAckWaitMs),
-        max_deliver: o.maxDeliver,
-        filter_subject: SUBJECTS.dispatch(pool),
-        deliver_policy: DeliverPolicy.All,
-        max_ack_pending: -1,
-      })
-      .catch(async (err) => {
-        await jsm.consumers.info(STREAMS.sessions, durable).catch(() => Promise.reject(err));
-      });
+    await jsm.consumers.add(stream, cfg).catch(async (err) => {
+      await jsm.consumers.info(stream, cfg.durable_name).catch(() => Promise.reject(err));
+    });
   }
-  return durable;
+  return cfg.durable_name;
 }
 
-export async function ensureResultsConsumer(jsm: JetStreamManager): Promise<string> {
-  try {
-    await jsm.consumers.info(STREAMS.results, RESULTS_CONSUMER);
-  } catch {
-    await jsm.consumers
-      .add(STREAMS.results, {
-        durable_name: RESULTS_CONSUMER,
-        ack_policy: AckPolicy.Explicit,
-        ack_wait: nanos(30_000),
-        deliver_policy: DeliverPolicy.All,
-      })
-      .catch(async (err) => {
-        await jsm.consumers.info(STREAMS.results, RESULTS_CONSUMER).catch(() => Promise.reject(err));
-      });
-  }
-  return RESULTS_CONSUMER;
+export function ensureDispatchConsumer(jsm: JetStreamManager, pool: string, opts: InfraOptions = {}): Promise<string> {
+  const o = { ...DEFAULT_INFRA, ...opts };
+  return ensureConsumer(jsm, STREAMS.sessions, {
+    durable_name: dispatchConsumer(pool),
+    ack_policy: AckPolicy.Explicit,
+    ack_wait: nanos(o.dispatchAckWaitMs),
+    max_deliver: o.maxDeliver,
+    filter_subject: SUBJECTS.dispatch(pool),
+    deliver_policy: DeliverPolicy.All,
+    max_ack_pending: -1,
+  });
 }
+
+export function ensureResultsConsumer(jsm: JetStreamManager): Promise<string> {
+  return ensureConsumer(jsm, STREAMS.results, {
+    durable_name: RESULTS_CONSUMER,
+    ack_policy: AckPolicy.Explicit,
+    ack_wait: nanos(30_000),
+    deliver_policy: DeliverPolicy.All,
+  });
+}
+
+/** Work queue for dispatch; limits retention for results and traces. Duplicates within 10 min are dropped. */
+const STREAM_DEFS = [
+  { name: STREAMS.sessions, subjects: [SUBJECTS.streamSubjects.sessions], retention: RetentionPolicy.Workqueue },
+  { name: STREAMS.results, subjects: [SUBJECTS.streamSubjects.results], retention: RetentionPolicy.Limits },
+  { name: STREAMS.traces, subjects: [SUBJECTS.streamSubjects.traces], retention: RetentionPolicy.Limits },
+];
 
 export async function openInfra(nc: NatsConnection, opts: InfraOptions = {}): Promise<Infra> {
   const o = { ...DEFAULT_INFRA, ...opts };
   const jsm = await jetstreamManager(nc);
-  await ensureStream(jsm, {
-    name: STREAMS.sessions,
-    subjects: [SUBJECTS.streamSubjects.sessions],
-    retention: RetentionPolicy.Workqueue,
-    storage: StorageType.File,
-    // A re-published dispatch with the same id (supervisor restart) is dropped.
-    duplicate_window: nanos(10 * 60_000),
-  });
-  await ensureStream(jsm, {
-    name: STREAMS.results,
-    subjects: [SUBJECTS.streamSubjects.results],
-    retention: RetentionPolicy.Limits,
-    storage: StorageType.File,
-    duplicate_window: nanos(10 * 60_000),
-  });
-  await ensureStream(jsm, {
-    name: STREAMS.traces,
-    subjects: [SUBJECTS.streamSubjects.traces],
-    retention: RetentionPolicy.Limits,
-    storage: StorageType.File,
-    duplicate_window: nanos(10 * 60_000),
-  });
+  for (const def of STREAM_DEFS) {
+    await ensureStream(jsm, { ...def, storage: StorageType.File, duplicate_window: nanos(10 * 60_000) });
+  }
   const kvm = new Kvm(nc);
   const tasks = await kvm.create(BUCKETS.tasks, { history: 1 });
   const nodes = await kvm.create(BUCKETS.nodes, { history: 1, ttl: o.nodeTtlMs });

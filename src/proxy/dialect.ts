@@ -34,10 +34,17 @@ export interface Dialect {
   wantsStream(body: Json, ctx: CallContext): boolean;
   /** Client body to an OpenAI chat request (model set to the served one). Throws ValidationError on a wrong shape. */
   toChat(body: Json, ctx: CallContext): ChatRequest;
-  /** Normalized upstream answer to the client's non-streamed body. */
+  /** Normalized upstream answer to the client's non-streamed body. Must not modify `resp` (the stored record holds it). */
   fromChat(resp: ChatResponse, body: Json, ctx: CallContext): Json;
+  /** Content type of `toStream`'s text when it is not SSE (Google's JSON-array stream). */
+  streamContentType?(ctx: CallContext): string | undefined;
   /** Normalized upstream answer as one complete SSE text in the client's dialect. */
   toStream(resp: ChatResponse, body: Json, ctx: CallContext): string;
+  /** Token counting (Anthropic count_tokens, Google countTokens): the body as a chat request, and the answer. */
+  readonly counting?: {
+    toChat(body: Json, ctx: CallContext): ChatRequest;
+    reply(tokens: number): Json;
+  };
   /** A failure as the vendor's error body. */
   errorReply(err: PolarError, ctx: { apiType: ApiType }): ErrorReply;
 }

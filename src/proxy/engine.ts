@@ -25,7 +25,7 @@ export function withEngineFlags(req: ChatRequest, flavor: UpstreamFlavor): Json 
 }
 
 /** vLLM reads an assistant turn's reasoning from `reasoning`. */
-function renameReasoning(m: ChatMessage): ChatMessage {
+export function renameReasoning(m: ChatMessage): ChatMessage {
   if (m.reasoning_content === undefined) return m;
   const { reasoning_content, ...rest } = m;
   return { ...rest, reasoning: reasoning_content };

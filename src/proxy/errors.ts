@@ -40,3 +40,16 @@ const CONTEXT_RE =
 export function isContextLengthMessage(message: string): boolean {
   return CONTEXT_RE.test(message);
 }
+
+/**
+ * The requested and allowed token counts in an engine's context-length
+ * message, when it names them (vLLM: "maximum context length is L tokens.
+ * However, you requested R tokens"; SGLang: "The input (R tokens) is longer
+ * than the model's context length (L tokens)").
+ */
+export function contextNumbers(message: string): { requested?: number; limit?: number } {
+  const limit = /context length (?:is |\()?(\d+)/i.exec(message)?.[1];
+  const requested = /requested (\d+)|input \((\d+)|(\d+) (?:input )?tokens? (?:>|exceeds)/i.exec(message);
+  const r = requested?.slice(1).find((x) => x !== undefined);
+  return { requested: r ? Number(r) : undefined, limit: limit ? Number(limit) : undefined };
+}

@@ -20,6 +20,7 @@ import { SSE_HEADERS } from "./sse.ts";
 import type { CaptureSink, ProxyOptions, ProxySession, ProxyStats, SessionDirectory } from "./types.ts";
 import type { UpstreamPool } from "./upstream.ts";
 import { answerMeta } from "./meta-routes.ts";
+import { countTokens } from "./count-tokens.ts";
 
 export interface HandlerDeps {
   sessions: SessionDirectory;
@@ -68,10 +69,9 @@ async function serve(d: HandlerDeps, req: IncomingMessage, res: ServerResponse):
     const body = parseJsonObject(decodeBody(raw, header(req, "content-encoding"), d.opts.maxBodyBytes));
     call.apiType = route.apiType ?? detectByBody(body);
     const dialect = dialectOf(call.apiType);
-    if (!dialect) throw proxyError("not_found", `the ${call.apiType} API is not served`);
     const ctx: CallContext = { apiType: call.apiType, path, query, modelRequested: "", modelServed: modelServed(d, session) };
     ctx.modelRequested = route.pathModel ?? dialect.modelOf(body, ctx);
-    if (route.op === "count_tokens") throw proxyError("not_found", "token counting is not served");
+    if (route.op === "count_tokens") return await count(d, res, dialect, ctx, body);
     await generate(d, req, res, { dialect, ctx, body, session, route });
   } catch (err) {
     fail(d, res, err, call.apiType);
@@ -89,7 +89,7 @@ interface Generation {
 async function generate(d: HandlerDeps, req: IncomingMessage, res: ServerResponse, g: Generation): Promise<void> {
   const { dialect, ctx, body, session } = g;
   const chatReq = dialect.toChat(body, ctx);
-  const stream = g.route.googleStream ?? dialect.wantsStream(body, ctx);
+  const stream = g.route.googleStream || dialect.wantsStream(body, ctx);
   const payload = JSON.stringify(withEngineFlags(chatReq, d.opts.flavor));
   const abort = new AbortController();
   const onClose = (): void => {
@@ -97,7 +97,7 @@ async function generate(d: HandlerDeps, req: IncomingMessage, res: ServerRespons
   };
   res.once("close", onClose);
   try {
-    const reply = await d.upstream.post("chat/completions", payload, abort.signal);
+    const reply = await d.upstream.post("/v1/chat/completions", payload, abort.signal);
     const seq = nextSeq();
     const { response, timings } = normalizeResponse(reply.body, d.opts.flavor);
     timings.upstream_ms = reply.ms;
@@ -111,11 +111,22 @@ async function generate(d: HandlerDeps, req: IncomingMessage, res: ServerRespons
       throw proxyError("internal", "the completion could not be stored", { status: 500 }, err);
     }
     d.stats.captured++;
-    if (stream) sendRaw(res, 200, SSE_HEADERS, dialect.toStream(response, body, ctx));
+    if (stream) sendRaw(res, 200, streamHeaders(dialect, ctx), dialect.toStream(response, body, ctx));
     else sendJson(res, 200, dialect.fromChat(response, body, ctx));
   } finally {
     res.off("close", onClose);
   }
+}
+
+async function count(d: HandlerDeps, res: ServerResponse, dialect: Dialect, ctx: CallContext, body: Json): Promise<void> {
+  if (!dialect.counting) throw proxyError("not_found", `token counting is not part of the ${ctx.apiType} API`);
+  const req = dialect.counting.toChat(body, ctx);
+  sendJson(res, 200, dialect.counting.reply(await countTokens(d.upstream, d.opts.flavor, req)));
+}
+
+function streamHeaders(dialect: Dialect, ctx: CallContext): Record<string, string> {
+  const type = dialect.streamContentType?.(ctx);
+  return type ? { "content-type": type } : SSE_HEADERS;
 }
 
 function authenticate(sessions: SessionDirectory, credential: string | undefined): ProxySession {
@@ -145,7 +156,7 @@ function fail(d: HandlerDeps, res: ServerResponse, err: unknown, apiType: ApiTyp
     res.destroy();
     return;
   }
-  const reply = (dialectOf(apiType) ?? dialectOf("openai_chat")!).errorReply(e as PolarError, { apiType });
+  const reply = dialectOf(apiType).errorReply(e as PolarError, { apiType });
   sendRaw(res, reply.status, { "content-type": "application/json", ...reply.headers }, JSON.stringify(reply.body));
 }
 

@@ -41,7 +41,7 @@ export class UpstreamPool {
     this.targets = urls.map((u) => makeTarget(u, opts.connections ?? 256));
   }
 
-  /** POSTs JSON to `<upstream>/v1/<path>`; resolves with the parsed 2xx body. */
+  /** POSTs JSON to `<upstream base><path>` (path like `/v1/chat/completions`); resolves with the parsed 2xx body. */
   async post(path: string, payload: string, signal?: AbortSignal): Promise<UpstreamReply> {
     const first = this.pick();
     try {
@@ -83,7 +83,7 @@ export class UpstreamPool {
     t.outstanding++;
     try {
       const res = await t.pool.request({
-        path: `${t.prefix}/v1/${path}`,
+        path: t.prefix + path,
         method: "POST",
         headers: { "content-type": "application/json", accept: "application/json" },
         body: payload,
