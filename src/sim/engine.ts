@@ -3,6 +3,7 @@
  * keys, context-length checks, token-level sampling and the timed emission
  * of tokens through the slot scheduler.
  */
+import { createHash } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { IncomingMessage } from "node:http";
 import { qwen3Tokenizer, type ChatTokenizer } from "../tokenizer/qwen3.ts";
@@ -16,6 +17,9 @@ import { scriptPolicy } from "./policy/script.ts";
 import type { Policy } from "./policy/types.ts";
 import type { PromptContext } from "./prompt-context.ts";
 import { Scheduler } from "./scheduler.ts";
+
+/** Bound on the prompt-arrival table (cleared when full). */
+const MAX_SEEN_PROMPTS = 100_000;
 
 export interface SampleParams {
   /** Policy named by the request (body `policy` or header), if any. */
@@ -39,6 +43,7 @@ export class SimEngine {
   readonly scheduler: Scheduler;
   readonly opts: Readonly<SimOptions>;
   readonly #policies: Record<PolicyName, Policy>;
+  readonly #seen = new Map<string, number>();
   policyVersion: string;
 
   constructor(opts: Readonly<SimOptions>) {
@@ -73,6 +78,21 @@ export class SimEngine {
       );
     }
     return maxTokens;
+  }
+
+  /**
+   * The sampling identity of a request. With neither a request seed nor a
+   * session identity, the n-th arrival of the same prompt samples as "sample
+   * n": a group of identical sessions diverges, and a rerun of the same
+   * server and arrival order gives the same outputs.
+   */
+  identityFor(promptText: string, seed: number | null | undefined, identity: string | null): string | null {
+    if (seed != null || identity !== null) return identity;
+    const key = createHash("sha256").update(promptText).digest("base64");
+    const n = this.#seen.get(key) ?? 0;
+    if (this.#seen.size >= MAX_SEEN_PROMPTS) this.#seen.clear();
+    this.#seen.set(key, n + 1);
+    return `arrival:${n}`;
   }
 
   sample(ctx: PromptContext, p: SampleParams): Generation {

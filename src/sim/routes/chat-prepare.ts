@@ -41,7 +41,7 @@ export function prepareChat(engine: SimEngine, http: IncomingMessage, body: unkn
   engine.scheduler.countPrompt(promptIds.length);
   const ctx = readPrompt(text);
   const toolParse = Boolean(req.tools?.length) && (req.tool_choice == null || req.tool_choice !== "none");
-  const identity = requestIdentity(http, req as Record<string, unknown>);
+  const identity = engine.identityFor(text, req.seed, requestIdentity(http, req as Record<string, unknown>));
   const policy = (http.headers["x-sim-policy"] as string | undefined) ?? req.policy ?? undefined;
   const choices: ChatChoice[] = [];
   for (let index = 0; index < (req.n ?? 1); index++) {

@@ -83,6 +83,7 @@ function sglangMeta(engine: SimEngine, chat: PreparedChat, c: ChatChoice, meta: 
     cached_tokens: 0,
     weight_version: version,
     e2e_latency: latency,
+    output_token_logprobs: chat.req.logprobs ? c.gen.ids.map((id, i) => [c.gen.logprobs[i], id, engine.tok.tokenText(id)]) : undefined,
   };
 }
 

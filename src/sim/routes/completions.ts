@@ -20,7 +20,7 @@ export async function handleCompletions(engine: SimEngine, http: IncomingMessage
   const limit = engine.checkContext(promptIds.length, explicit, "prompt");
   engine.scheduler.countPrompt(promptIds.length);
   const ctx = readPrompt(promptText);
-  const identity = requestIdentity(http, req as Record<string, unknown>);
+  const identity = engine.identityFor(promptText, req.seed, requestIdentity(http, req as Record<string, unknown>));
   const policy = (http.headers["x-sim-policy"] as string | undefined) ?? req.policy ?? undefined;
   const gens = Array.from({ length: req.n ?? 1 }, (_, choice) =>
     engine.sample(ctx, { policy, model: req.model ?? undefined, seed: req.seed, identity, choice, maxTokens: explicit, limit, stop: stopList(req.stop), ignoreEos: Boolean(req.ignore_eos) }),

@@ -54,7 +54,7 @@ export async function handleGenerate(engine: SimEngine, http: IncomingMessage, r
       : engine.sample(readPrompt(promptText), {
           policy: (http.headers["x-sim-policy"] as string | undefined) ?? req.policy ?? undefined,
           seed: sp.seed,
-          identity: requestIdentity(http, req as Record<string, unknown>),
+          identity: engine.identityFor(promptText, sp.seed, requestIdentity(http, req as Record<string, unknown>)),
           choice: 0,
           maxTokens: explicit,
           limit,
