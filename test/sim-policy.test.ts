@@ -121,3 +121,33 @@ describe("sim random policy", () => {
     expect(byHeader.choices[0].token_ids).toHaveLength(20);
   });
 });
+
+describe("sim sampling without seed or session", () => {
+  it("diverges across identical requests by arrival and repeats on a fresh server", async () => {
+    const tools = [fn("bash", { command: { type: "string" } })];
+    const run = async (s: SimHandle) => {
+      const out: string[] = [];
+      for (let i = 0; i < 20; i++) {
+        const r = await fetch(`${s.url}/v1/chat/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ model: "m", messages: COIN, tools }),
+        });
+        out.push(((await r.json()) as Json).choices[0].message.tool_calls[0].function.arguments);
+      }
+      return out;
+    };
+    const pb = join(dir, "pb.json");
+    const a = await startSim({ playbookPath: pb, seed: 1 });
+    const b = await startSim({ playbookPath: pb, seed: 1 });
+    try {
+      const first = await run(a);
+      expect(new Set(first).size).toBe(2);
+      expect(await run(b)).toEqual(first);
+    } finally {
+      await a.stop();
+      await b.stop();
+    }
+  });
+});
+
