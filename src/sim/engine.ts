@@ -16,6 +16,7 @@ import { randomPolicy } from "./policy/random.ts";
 import { scriptPolicy } from "./policy/script.ts";
 import type { Policy } from "./policy/types.ts";
 import type { PromptContext } from "./prompt-context.ts";
+import type { ToolMode } from "./qwen3-output.ts";
 import { Scheduler } from "./scheduler.ts";
 
 /** Bound on the prompt-arrival table (cleared when full). */
@@ -35,6 +36,7 @@ export interface SampleParams {
   limit: number;
   stop: string[];
   ignoreEos: boolean;
+  toolMode?: ToolMode;
 }
 
 export class SimEngine {
@@ -99,7 +101,7 @@ export class SimEngine {
     const policy = this.policyFor(p.policy, p.model);
     const key = [this.opts.seed, p.seed ?? null, p.identity ?? null, p.choice];
     const out = policy.sample({ ctx, key, maxTokens: p.maxTokens, ignoreEos: p.ignoreEos });
-    return toGeneration(this.tok, out, ctx.thinking, { maxTokens: p.limit, stop: p.stop });
+    return toGeneration(this.tok, out, ctx.thinking, { maxTokens: p.limit, stop: p.stop, toolMode: p.toolMode });
   }
 
   /**

@@ -107,7 +107,7 @@ async function streamChat(engine: SimEngine, res: ServerResponse, chat: Prepared
   }
   await Promise.all(
     chat.choices.map((c) => {
-      const tracker = new DeltaTracker(engine.tok, c.gen, c.parsed, c.toolIds);
+      const tracker = new DeltaTracker(engine.tok, c.gen, c.parsed, c.toolIds, c.toolMode === "auto" || c.toolMode === "none" ? "tags" : "json");
       return engine.run(c.gen, signal, (i) => {
         const last = i === c.gen.ids.length - 1;
         const choice: Record<string, unknown> = {
