@@ -103,6 +103,32 @@ describe("sim load model", () => {
     }
   });
 
+  it("paces streamed tokens: time to first token with prefill, then the per-token delay stretched by the batch", async () => {
+    sim = await startSim({ ttftMs: 100, perTokenMs: 20, prefillMsPerToken: 1, batchSlowdown: 0.5 });
+    const body = { model: "m", messages: [{ role: "user", content: "pace" }], max_tokens: 10, ignore_eos: true, policy: "random", stream: true, return_token_ids: true };
+    const prompt = 9; // <|im_start|>user\npace<|im_end|>\n<|im_start|>assistant\n
+    const timed = async () => {
+      const t0 = performance.now();
+      const r = await fetch(`${sim!.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+      const times: number[] = [];
+      const decoder = new TextDecoder();
+      for await (const part of r.body as AsyncIterable<Uint8Array>) {
+        const n = (decoder.decode(part).match(/"token_ids":\[\d+\]/g) ?? []).length;
+        for (let i = 0; i < n; i++) times.push(performance.now() - t0);
+      }
+      return times;
+    };
+    const alone = await timed();
+    expect(alone).toHaveLength(10);
+    expect(alone[0]).toBeGreaterThanOrEqual(100 + prompt - 2);
+    expect(alone[0]).toBeLessThan(100 + prompt + 80);
+    expect(alone[9] - alone[0]).toBeGreaterThanOrEqual(9 * 20 - 5);
+    expect(alone[9] - alone[0]).toBeLessThan(9 * 20 + 80);
+    // Two at once: each decodes at 1.5x the per-token delay.
+    const [a, b] = await Promise.all([timed(), timed()]);
+    for (const t of [a, b]) expect(t[9] - t[0]).toBeGreaterThanOrEqual(9 * 30 - 25);
+  });
+
   it("exposes the figures as Prometheus text", async () => {
     sim = await startSim({ slots: 3 });
     await fetch(`${sim.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "m", messages: [{ role: "user", content: "x" }] }) });

@@ -105,16 +105,18 @@ export class SimEngine {
   }
 
   /**
-   * Holds a slot while "generating": waits time-to-first-token, then calls
-   * `emit(i)` for each token at its due time (one per-token delay apart).
+   * Holds a slot while "generating": waits time-to-first-token (plus prefill
+   * per prompt token), then calls `emit(i)` for each token at its due time
+   * (one per-token delay apart, stretched by the batch slowdown).
    * Rejects with the signal's reason if the client goes away.
    */
-  async run(gen: Generation, signal: AbortSignal, emit: (i: number) => void): Promise<void> {
+  async run(gen: Generation, signal: AbortSignal, emit: (i: number) => void, promptTokens = 0): Promise<void> {
     const lease = await this.scheduler.acquire(signal);
     try {
-      const start = performance.now();
+      const { ttftMs, perTokenMs, prefillMsPerToken, batchSlowdown } = this.opts;
+      let due = performance.now() + ttftMs + promptTokens * prefillMsPerToken;
       for (let i = 0; i < gen.ids.length; i++) {
-        const due = start + this.opts.ttftMs + i * this.opts.perTokenMs;
+        if (i > 0) due += perTokenMs * (1 + batchSlowdown * Math.max(0, this.scheduler.running - 1));
         const wait = due - performance.now();
         if (wait >= 1) await sleep(wait, undefined, { signal });
         signal.throwIfAborted();

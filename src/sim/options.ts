@@ -31,6 +31,10 @@ export const SimOptionsSchema = z.strictObject({
   ttftMs: z.number().min(0).default(0),
   /** Delay per generated token after the first. */
   perTokenMs: z.number().min(0).default(0),
+  /** Extra prefill time per prompt token (time to first token grows with the prompt). */
+  prefillMsPerToken: z.number().min(0).default(0),
+  /** Per-token delay grows by this fraction for each other running request (batching slows decoding). */
+  batchSlowdown: z.number().min(0).default(0),
   /** Max model length (prompt + completion), as vLLM's --max-model-len. */
   maxModelLen: z.number().int().min(16).default(40960),
   /** Default completion length of the random policy when the request sets no max_tokens. */

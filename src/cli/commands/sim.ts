@@ -16,6 +16,8 @@ interface SimFlags {
   slots?: number;
   ttftMs?: number;
   perTokenMs?: number;
+  prefillMsPerToken?: number;
+  batchSlowdown?: number;
   seed?: number;
   maxModelLen?: number;
   logLevel?: string;
@@ -33,6 +35,8 @@ export function register(program: Command): void {
     .option("--slots <n>", "concurrent generation slots", Number)
     .option("--ttft-ms <ms>", "time to first token", Number)
     .option("--per-token-ms <ms>", "delay per generated token", Number)
+    .option("--prefill-ms-per-token <ms>", "extra time to first token per prompt token", Number)
+    .option("--batch-slowdown <f>", "per-token delay grows by this fraction per other running request", Number)
     .option("--seed <n>", "server seed", Number)
     .option("--max-model-len <n>", "maximum context length (prompt + completion)", Number)
     .option("--log-level <level>", "log level", "info")
@@ -48,6 +52,8 @@ export function register(program: Command): void {
         slots: o.slots,
         ttftMs: o.ttftMs,
         perTokenMs: o.perTokenMs,
+        prefillMsPerToken: o.prefillMsPerToken,
+        batchSlowdown: o.batchSlowdown,
         seed: o.seed,
         maxModelLen: o.maxModelLen,
       });

@@ -16,7 +16,7 @@ export async function handleChat(engine: SimEngine, http: IncomingMessage, res: 
   const meta = { id: `chatcmpl-${randomUUID().replace(/-/g, "")}`, created: Math.floor(Date.now() / 1000), model: chat.req.model ?? engine.opts.modelName };
   if (chat.req.stream) return streamChat(engine, res, chat, meta, signal);
   const started = performance.now();
-  await Promise.all(chat.choices.map((c) => engine.run(c.gen, signal, () => {})));
+  await Promise.all(chat.choices.map((c) => engine.run(c.gen, signal, () => {}, chat.promptIds.length)));
   const version = engine.policyVersion;
   sendJson(res, 200, chatResponse(engine, chat, meta, version, (performance.now() - started) / 1000), { "x-policy-version": version });
 }
@@ -119,7 +119,7 @@ async function streamChat(engine: SimEngine, res: ServerResponse, chat: Prepared
         if (last) choice.stop_reason = c.gen.stopReason;
         if (req.return_token_ids) choice.token_ids = [c.gen.ids[i]];
         chunk([choice]);
-      });
+      }, chat.promptIds.length);
     }),
   );
   if (req.stream_options?.include_usage) {

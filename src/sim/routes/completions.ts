@@ -28,7 +28,7 @@ export async function handleCompletions(engine: SimEngine, http: IncomingMessage
   const meta = { id: `cmpl-${randomUUID().replace(/-/g, "")}`, object: "text_completion", created: Math.floor(Date.now() / 1000), model: req.model ?? engine.opts.modelName };
   const version = engine.policyVersion;
   if (req.stream) return streamCompletions(engine, res, req, gens, promptIds, meta, signal);
-  await Promise.all(gens.map((g) => engine.run(g, signal, () => {})));
+  await Promise.all(gens.map((g) => engine.run(g, signal, () => {}, promptIds.length)));
   const completion = gens.reduce((a, g) => a + g.ids.length, 0);
   sendJson(
     res,
@@ -111,7 +111,7 @@ async function streamCompletions(
           if (i === 0) choice.prompt_token_ids = promptIds;
         }
         sse.write({ ...meta, choices: [choice], policy_version: version });
-      });
+      }, promptIds.length);
     }),
   );
   if (req.stream_options?.include_usage) {
