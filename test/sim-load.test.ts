@@ -121,9 +121,9 @@ describe("sim load model", () => {
     const alone = await timed();
     expect(alone).toHaveLength(10);
     expect(alone[0]).toBeGreaterThanOrEqual(100 + prompt - 2);
-    expect(alone[0]).toBeLessThan(100 + prompt + 80);
+    expect(alone[0]).toBeLessThan(100 + prompt + 250); // generous: a loaded CI machine only adds delay
     expect(alone[9] - alone[0]).toBeGreaterThanOrEqual(9 * 20 - 5);
-    expect(alone[9] - alone[0]).toBeLessThan(9 * 20 + 80);
+    expect(alone[9] - alone[0]).toBeLessThan(9 * 20 + 250);
     // Two at once: each decodes at 1.5x the per-token delay.
     const [a, b] = await Promise.all([timed(), timed()]);
     for (const t of [a, b]) expect(t[9] - t[0]).toBeGreaterThanOrEqual(9 * 30 - 25);

@@ -123,7 +123,7 @@ describe("sim random policy", () => {
 });
 
 describe("sim sampling without seed or session", () => {
-  it("diverges across identical requests by arrival and repeats on a fresh server", async () => {
+  it("repeats by default, and with unkeyed=arrival diverges across identical requests and repeats on a fresh server", async () => {
     const tools = [fn("bash", { command: { type: "string" } })];
     const run = async (s: SimHandle) => {
       const out: string[] = [];
@@ -138,8 +138,14 @@ describe("sim sampling without seed or session", () => {
       return out;
     };
     const pb = join(dir, "pb.json");
-    const a = await startSim({ playbookPath: pb, seed: 1 });
-    const b = await startSim({ playbookPath: pb, seed: 1 });
+    const fixed = await startSim({ playbookPath: pb, seed: 1 });
+    try {
+      expect(new Set(await run(fixed)).size).toBe(1);
+    } finally {
+      await fixed.stop();
+    }
+    const a = await startSim({ playbookPath: pb, seed: 1, unkeyed: "arrival" });
+    const b = await startSim({ playbookPath: pb, seed: 1, unkeyed: "arrival" });
     try {
       const first = await run(a);
       expect(new Set(first).size).toBe(2);

@@ -84,12 +84,12 @@ export class SimEngine {
 
   /**
    * The sampling identity of a request. With neither a request seed nor a
-   * session identity, the n-th arrival of the same prompt samples as "sample
-   * n": a group of identical sessions diverges, and a rerun of the same
-   * server and arrival order gives the same outputs.
+   * session identity and `unkeyed: "arrival"`, the n-th arrival of the same
+   * prompt samples as "sample n": a group of identical sessions diverges, and
+   * a rerun of the same server and arrival order gives the same outputs.
    */
   identityFor(promptText: string, seed: number | null | undefined, identity: string | null): string | null {
-    if (seed != null || identity !== null) return identity;
+    if (seed != null || identity !== null || this.opts.unkeyed === "fixed") return identity;
     const key = createHash("sha256").update(promptText).digest("base64");
     const n = this.#seen.get(key) ?? 0;
     if (this.#seen.size >= MAX_SEEN_PROMPTS) this.#seen.clear();

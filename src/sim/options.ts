@@ -41,6 +41,12 @@ export const SimOptionsSchema = z.strictObject({
   randomTokens: z.number().int().min(1).default(64),
   /** Window for the windowed busy fraction and tokens/s in /metrics. */
   metricsWindowMs: z.number().int().min(100).default(10_000),
+  /**
+   * How requests with neither a seed nor a session identity sample: "fixed"
+   * (the same request always gets the same answer) or "arrival" (the n-th
+   * arrival of the same prompt samples as sample n, so identical sessions diverge).
+   */
+  unkeyed: z.enum(["fixed", "arrival"]).default("fixed"),
   /** Initial policy version stamped on every answer. */
   policyVersion: z.string().default("0"),
   /** Largest accepted request body. */

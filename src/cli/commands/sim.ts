@@ -19,6 +19,7 @@ interface SimFlags {
   prefillMsPerToken?: number;
   batchSlowdown?: number;
   seed?: number;
+  varyUnkeyed?: boolean;
   maxModelLen?: number;
   logLevel?: string;
 }
@@ -38,6 +39,7 @@ export function register(program: Command): void {
     .option("--prefill-ms-per-token <ms>", "extra time to first token per prompt token", Number)
     .option("--batch-slowdown <f>", "per-token delay grows by this fraction per other running request", Number)
     .option("--seed <n>", "server seed", Number)
+    .option("--vary-unkeyed", "requests without seed or session identity sample by arrival (identical sessions diverge)")
     .option("--max-model-len <n>", "maximum context length (prompt + completion)", Number)
     .option("--log-level <level>", "log level", "info")
     .action(async (o: SimFlags) => {
@@ -55,6 +57,7 @@ export function register(program: Command): void {
         prefillMsPerToken: o.prefillMsPerToken,
         batchSlowdown: o.batchSlowdown,
         seed: o.seed,
+        unkeyed: o.varyUnkeyed ? "arrival" : undefined,
         maxModelLen: o.maxModelLen,
       });
       process.stdout.write(`${sim.url}\n`);
