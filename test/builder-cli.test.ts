@@ -95,15 +95,9 @@ describe("normalizeSession", () => {
 
 describe("polar build / polar verify (real processes)", () => {
   let dir: string;
-  const script = `
-    import { Command } from "commander";
-    const { register: build } = await import(${JSON.stringify(new URL("../src/cli/commands/build.ts", import.meta.url).href)});
-    const { register: verify } = await import(${JSON.stringify(new URL("../src/cli/commands/verify.ts", import.meta.url).href)});
-    const p = new Command().name("polar").exitOverride();
-    build(p); verify(p);
-    await p.parseAsync(process.argv.slice(1), { from: "user" });`;
+  const bin = fileURLToPath(new URL("../bin/polar.js", import.meta.url));
   const polar = (...args: string[]) =>
-    run(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script, "--", ...args], { cwd: root, maxBuffer: 64 << 20 })
+    run(process.execPath, [bin, ...args], { cwd: root, maxBuffer: 64 << 20 })
       .then((r) => ({ code: 0, ...r }))
       .catch((e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }));
 
@@ -143,7 +137,10 @@ describe("polar build / polar verify (real processes)", () => {
     expect(t.traces.map((x: { response_ids: number[] }) => x.response_ids)).toEqual([[300, EOT], [500, 501], [700, EOT]]);
     const u = await polar("build", "--strategy", "nope", join(dir, "session.json"));
     expect(u.code).not.toBe(0);
-    expect(u.stderr).toContain('unknown builder "nope"; known: per_request, prefix_merging');
+    expect(u.stderr).toContain('polar: unknown_strategy: unknown builder "nope"; known: per_request, prefix_merging');
+    const c = await polar("build", "--strategy", "prefix_merging", "--config", '{"tokenizer":"gpt2"}', join(dir, "session.json"));
+    expect(c.code).toBe(1);
+    expect(c.stderr).toContain("config.tokenizer");
   });
 });
 void hashSeed;

@@ -173,6 +173,14 @@ describe("prefix_merging: end-of-turn token", () => {
     expect(stats(t).end_of_turn).toMatchObject({ token_id: null, rejected: "only 1 of 3 natural stops end with it" });
   });
 
+  it("takes the token from the tokenizer the caller passes", async () => {
+    const { qwen3Tokenizer } = await import("../src/tokenizer/qwen3.ts");
+    const s = session(worked());
+    const t = registry.resolve({ strategy: "prefix_merging" }, { tokenizer: qwen3Tokenizer() }).build(s);
+    expect(stats(t).end_of_turn).toMatchObject({ token_id: EOT, source: "tokenizer", natural_stops: 3, natural_stops_ending_with_eot: 3 });
+    expect(t.traces[0].response_ids).toEqual(WORKED_RESPONSE);
+  });
+
   it("uses the configured token over auto-detection and counts answers that do not end with it", () => {
     const t = build([record({ id: "a", seq: 0, prompt: [1, 7, 2], sampled: [3, 7] })], { end_of_turn_token_id: 151643 });
     expect(stats(t).end_of_turn).toMatchObject({ token_id: 151643, source: "config", natural_stops: 1, natural_stops_ending_with_eot: 0 });

@@ -54,19 +54,21 @@ describe("session lifecycle", () => {
     expect(node.metrics).toMatchObject({ run_inflight: 0, ready_depth: 0 });
   });
 
-  it("cancels a running task: the session ends ERROR 'session cancelled' and its process is killed", async () => {
+  it("cancels a running task: the session ends ERROR 'session cancelled' within 3 s", async () => {
     await request(sys.client, SUBJECTS.api.submit, task("cancel-me", "echo started; sleep 30; echo never"));
-    for (let i = 0; i < 100; i++) {
-      const st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: "cancel-me" });
-      if (st.sessions[0].status !== "REGISTERED") break;
-      await new Promise((r) => setTimeout(r, 50));
+    let live = "";
+    for (let i = 0; i < 200 && live !== "RUNNING"; i++) {
+      // the task status shows each running session's live stage before its result lands
+      live = (await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: "cancel-me" })).sessions[0].status;
+      await new Promise((r) => setTimeout(r, 25));
     }
+    expect(live).toBe("RUNNING");
     await new Promise((r) => setTimeout(r, 300));
     const t0 = Date.now();
     const c = await request<TaskStatus>(sys.client, SUBJECTS.api.cancel, { task_id: "cancel-me" });
     expect(c.status).toBe("cancelling");
     const st = await waitDone(sys, "cancel-me");
-    expect(Date.now() - t0).toBeLessThan(10_000);
+    expect(Date.now() - t0).toBeLessThan(3000);
     expect(st.status).toBe("cancelled");
     expect(st.results[0].status).toBe("ERROR");
     expect(st.results[0].error).toBe("session cancelled");

@@ -12,11 +12,11 @@
  * is inserted); when there is no end-of-turn token to cut at, the member
  * stays in the chain but is marked as a break, so it starts a new trace.
  *
- * Cost: one prefix-hash pass per prompt, one hash comparison per open chain,
+ * Cost: one hashing pass per prompt, one O(STRIDE) hash check per open chain,
  * one exact prefix comparison per join: linear in the total number of tokens.
  */
 import type { Capture } from "./extract.ts";
-import { commonPrefix, prefixHashes, sliceEquals } from "./prefix-hash.ts";
+import { checkpointHashes, commonPrefix, prefixHash, sliceEquals } from "./prefix-hash.ts";
 
 export type Link =
   | { kind: "start"; reason: string; detail?: Record<string, unknown> }
@@ -36,7 +36,9 @@ export interface Chain {
   members: Member[];
   /** Chains holding a superseded retry alone never take new members. */
   closed: boolean;
+  /** Checkpoint hashes and full hash of the tip's prompt. */
   tipHashes: Uint32Array;
+  tipHash: number;
 }
 
 export interface GroupOptions {
@@ -58,16 +60,18 @@ const tipOf = (ch: Chain) => ch.members[ch.members.length - 1].capture;
 export function groupChains(captures: readonly Capture[], opts: GroupOptions): Grouping {
   const out: Grouping = { chains: [], dropped: [], retries: [] };
   for (const c of captures) {
-    const hashes = prefixHashes(c.prompt);
+    const hashes = checkpointHashes(c.prompt);
+    const full = prefixHash(c.prompt, hashes, c.prompt.length);
     const chain = c.prompt.length ? findChain(out.chains, c.prompt, hashes) : undefined;
     if (!chain) {
       const link: Link = { kind: "start", ...startReason(out.chains, c, hashes, opts) };
-      out.chains.push({ index: out.chains.length, members: [{ capture: c, link, superseded: [] }], closed: false, tipHashes: hashes });
+      out.chains.push({ index: out.chains.length, members: [{ capture: c, link, superseded: [] }], closed: false, tipHashes: hashes, tipHash: full });
     } else if (tipOf(chain).prompt.length === c.prompt.length) {
       retry(out, chain, c, opts);
     } else {
       chain.members.push({ capture: c, link: joinLink(tipOf(chain), c, opts.eot), superseded: [] });
       chain.tipHashes = hashes;
+      chain.tipHash = full;
     }
   }
   return out;
@@ -79,7 +83,7 @@ function findChain(chains: readonly Chain[], prompt: readonly number[], hashes: 
   const hits: Chain[] = [];
   for (const ch of chains) {
     const n = tipOf(ch).prompt.length;
-    if (!ch.closed && n > 0 && n <= prompt.length && hashes[n] === ch.tipHashes[n]) hits.push(ch);
+    if (!ch.closed && n > 0 && n <= prompt.length && prefixHash(prompt, hashes, n) === ch.tipHash) hits.push(ch);
   }
   hits.sort((a, b) => tipOf(b).prompt.length - tipOf(a).prompt.length || a.index - b.index);
   return hits.find((ch) => sliceEquals(tipOf(ch).prompt, 0, prompt, 0, tipOf(ch).prompt.length));
@@ -95,7 +99,7 @@ function retry(out: Grouping, chain: Chain, c: Capture, opts: GroupOptions): voi
     return;
   }
   const link: Link = { kind: "start", reason: "superseded_retry", detail: { superseded_by: c.id, retry_of_chain: chain.index } };
-  out.chains.push({ index: out.chains.length, members: [{ capture: old, link, superseded: [] }], closed: true, tipHashes: new Uint32Array(1) });
+  out.chains.push({ index: out.chains.length, members: [{ capture: old, link, superseded: [] }], closed: true, tipHashes: new Uint32Array(1), tipHash: 0 });
 }
 
 function joinLink(prev: Capture, c: Capture, eot: number | null): Link {

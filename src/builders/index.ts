@@ -4,4 +4,7 @@ export { createBuilderRegistry, BUILTIN_BUILDERS } from "./registry.ts";
 export { normalizeSession } from "./normalize.ts";
 export { orderCompletions } from "./order.ts";
 export { buildPerRequest, perRequestBuilder } from "./per-request.ts";
+export { buildPrefixMerging, prefixMergingBuilder, PrefixMergingConfig } from "./prefix-merging.ts";
+export { verifyTrajectory, type VerifyReport, type VerifyStats } from "./verify.ts";
 export type { ReconstructionStats, ChainEvent } from "./trajectory.ts";
+export type { EotResolution } from "./eot.ts";

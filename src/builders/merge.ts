@@ -11,6 +11,7 @@
  * own captured prompt, mask 0, logprob 0.0) and its sampled ids (mask 1,
  * real logprobs).
  */
+import { PolarError } from "../protocol/errors.ts";
 import type { Trace } from "../protocol/schemas.ts";
 import type { Chain, Member } from "./chains.ts";
 import { promptMessageCount, promptMessages, requestTools, responseMessages, type Dict } from "./extract.ts";
@@ -56,7 +57,7 @@ export function segmentTrace(seg: Segment, traceIndex: number): Trace {
   for (const [i, m] of seg.members.entries()) {
     const c = m.capture;
     if (i > 0) {
-      if (m.link.kind !== "join") throw new Error(`member ${c.id} of a segment is not joined`);
+      if (m.link.kind !== "join") throw new PolarError("builder", `member ${c.id} of a segment is not joined`);
       for (let p = m.link.cut; p < c.prompt.length; p++) {
         ids.push(c.prompt[p]);
         mask.push(0);

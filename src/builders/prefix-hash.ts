@@ -1,43 +1,59 @@
 /**
- * Prefix hashes of token sequences: `h[i]` is a 32-bit hash of `ids[0..i)`, so
- * "is T a prefix of P" costs one comparison (`hp[T.length] === ht[T.length]`)
- * plus, on a hit, one exact comparison to rule out a collision. Computing
- * them is linear in the sequence length.
+ * Prefix hashes of token sequences, kept sparse: `cp[j]` is a 32-bit hash of
+ * `ids[0..j*STRIDE)`. The hash of any prefix `ids[0..n)` is then at most
+ * STRIDE-1 steps from a checkpoint, so "is T a prefix of P" costs O(STRIDE)
+ * (plus, on a hit, one exact comparison to rule out a collision), and the
+ * longest common prefix of two sequences O(log n + STRIDE). Computing the
+ * checkpoints is one pass over the sequence with n/STRIDE stores.
  */
-export function prefixHashes(ids: readonly number[]): Uint32Array {
-  const h = new Uint32Array(ids.length + 1);
-  let x = 0x811c9dc5;
-  for (let i = 0; i < ids.length; i++) {
-    x = Math.imul(x ^ ids[i], 0x01000193);
-    x ^= x >>> 15;
-    h[i + 1] = x;
+export const STRIDE = 64;
+const SEED = 0x811c9dc5;
+
+const step = (x: number, id: number): number => {
+  x = Math.imul(x ^ id, 0x01000193);
+  return x ^ (x >>> 15);
+};
+
+export function checkpointHashes(ids: readonly number[]): Uint32Array {
+  const cp = new Uint32Array(Math.floor(ids.length / STRIDE) + 1);
+  let x = SEED;
+  cp[0] = x;
+  for (let i = 0; i < ids.length; ) {
+    x = step(x, ids[i]);
+    if (++i % STRIDE === 0) cp[i / STRIDE] = x;
   }
-  return h;
+  return cp;
+}
+
+/** Hash of `ids[0..n)` (n <= ids.length), from the checkpoints of `ids`. */
+export function prefixHash(ids: readonly number[], cp: Uint32Array, n: number): number {
+  const j = Math.floor(n / STRIDE);
+  let x = cp[j];
+  for (let i = j * STRIDE; i < n; i++) x = step(x, ids[i]);
+  return x >>> 0;
 }
 
 /** True when `prefix` equals `ids[0..prefix.length)` (exact). */
 export function isPrefix(prefix: readonly number[], ids: readonly number[]): boolean {
-  if (prefix.length > ids.length) return false;
-  for (let i = 0; i < prefix.length; i++) if (prefix[i] !== ids[i]) return false;
-  return true;
+  return prefix.length <= ids.length && sliceEquals(prefix, 0, ids, 0, prefix.length);
 }
 
 /**
- * Length of the longest common prefix of two sequences, by binary search on
- * their prefix hashes (for diagnostics: the last token is checked, and only a
- * detected collision falls back to a linear walk).
+ * Length of the longest common prefix of two sequences: binary search for the
+ * last equal checkpoint, then an exact walk from it (for diagnostics; a hash
+ * collision can only make the answer too short by a checkpoint's reach).
  */
-export function commonPrefix(a: readonly number[], ha: Uint32Array, b: readonly number[], hb: Uint32Array): number {
+export function commonPrefix(a: readonly number[], ca: Uint32Array, b: readonly number[], cb: Uint32Array): number {
+  const max = Math.min(a.length, b.length);
   let lo = 0;
-  let hi = Math.min(a.length, b.length);
+  let hi = Math.floor(max / STRIDE);
   while (lo < hi) {
     const mid = (lo + hi + 1) >>> 1;
-    if (ha[mid] === hb[mid]) lo = mid;
+    if (ca[mid] === cb[mid]) lo = mid;
     else hi = mid - 1;
   }
-  if (lo === 0 || a[lo - 1] === b[lo - 1]) return lo;
-  let n = 0;
-  while (n < lo && a[n] === b[n]) n++;
+  let n = lo * STRIDE;
+  while (n < max && a[n] === b[n]) n++;
   return n;
 }
 

@@ -9,7 +9,7 @@
  */
 import type { Trace } from "../protocol/schemas.ts";
 import type { Capture } from "./extract.ts";
-import { isPrefix, prefixHashes, sliceEquals } from "./prefix-hash.ts";
+import { checkpointHashes, isPrefix, prefixHash, sliceEquals } from "./prefix-hash.ts";
 
 export class TraceError extends Error {}
 
@@ -18,25 +18,26 @@ export interface CaptureIndex {
   all: readonly Capture[];
   /** Captures by the hash of their whole prompt. */
   byPrompt: Map<number, Capture[]>;
-  hashes(c: Capture): Uint32Array;
+  /** Hash of `c.prompt[0..n)`. */
+  hashAt(c: Capture, n: number): number;
 }
 
 export function indexCaptures(all: readonly Capture[]): CaptureIndex {
   const cache = new Map<Capture, Uint32Array>();
-  const hashes = (c: Capture) => {
+  const hashAt = (c: Capture, n: number) => {
     let h = cache.get(c);
-    if (!h) cache.set(c, (h = prefixHashes(c.prompt)));
-    return h;
+    if (!h) cache.set(c, (h = checkpointHashes(c.prompt)));
+    return prefixHash(c.prompt, h, n);
   };
   const byPrompt = new Map<number, Capture[]>();
   const byId = new Map<string, Capture>();
   for (const c of all) {
-    const k = hashes(c)[c.prompt.length];
+    const k = hashAt(c, c.prompt.length);
     byPrompt.set(k, [...(byPrompt.get(k) ?? []), c]);
     if (byId.has(c.id)) throw new TraceError(`completion id ${c.id} occurs twice in the session`);
     byId.set(c.id, c);
   }
-  return { byId, all, byPrompt, hashes };
+  return { byId, all, byPrompt, hashAt };
 }
 
 export interface TraceProof {
@@ -158,7 +159,7 @@ function matchesSampledAt(t: Trace, pos: number, c: Capture): boolean {
 }
 
 function searchFirst(t: Trace, idx: CaptureIndex): Capture {
-  const k = prefixHashes(t.prompt_ids)[t.prompt_ids.length];
+  const k = prefixHash(t.prompt_ids, checkpointHashes(t.prompt_ids), t.prompt_ids.length);
   const found = (idx.byPrompt.get(k) ?? []).find(
     (c) => c.prompt.length === t.prompt_ids.length && isPrefix(c.prompt, t.prompt_ids) && matchesSampledAt(t, 0, c),
   );
@@ -167,15 +168,15 @@ function searchFirst(t: Trace, idx: CaptureIndex): Capture {
 }
 
 function searchNext(cur: Cursor, run: number, prev: Capture, idx: CaptureIndex, taken: readonly Capture[]): Capture {
-  const ph = idx.hashes(prev);
   const n = prev.prompt.length;
+  const ph = idx.hashAt(prev, n);
   const found = idx.all.find(
     (c) =>
       c.index > prev.index &&
       c.sampled.length > 0 &&
       !taken.includes(c) &&
       c.prompt.length > n &&
-      idx.hashes(c)[n] === ph[n] &&
+      idx.hashAt(c, n) === ph &&
       decompose(cur.t.response_ids, cur.pos, run, prev, [c]) &&
       matchesSampledAt(cur.t, cur.pos + run, c),
   );

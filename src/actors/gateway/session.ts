@@ -82,7 +82,7 @@ export class SessionAttempt {
   setStatus(s: SessionStatus): void {
     if (this.status === s) return;
     this.status = s;
-    this.#g.emit("session.state_changed", { session_id: this.id, task_id: this.dispatch.task_id, status: s, attempt: this.attempt });
+    this.#g.emit("session.state_changed", { session_id: this.id, task_id: this.dispatch.task_id, status: s, attempt: this.attempt, node_id: this.#g.nodeId });
   }
 
   /** Milliseconds left of the session budget (counted from INIT start). */

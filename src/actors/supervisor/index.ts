@@ -7,7 +7,7 @@
 import type { Server } from "node:http";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
-import { encode } from "../../protocol/codec.ts";
+import { decode, encode } from "../../protocol/codec.ts";
 import { errorMessage } from "../../protocol/errors.ts";
 import { emptyTiming, TERMINAL_STATUSES, type SessionResult } from "../../protocol/schemas.ts";
 import { SUBJECTS, type EventKind } from "../../protocol/subjects.ts";
@@ -19,7 +19,7 @@ import { DEFAULT_CALLBACK, postCallback, type CallbackOptions } from "./callback
 import { createApiServer } from "./http.ts";
 import { consumeResults } from "./results.ts";
 import { TaskStore, type TaskRecord } from "./task-store.ts";
-import { TaskService, type SpecChecker } from "./tasks.ts";
+import { TaskService, type LiveState, type SpecChecker } from "./tasks.ts";
 
 export interface SupervisorDeps {
   nc: NatsConnection;
@@ -49,7 +49,8 @@ export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOpti
   await ensureResultsConsumer(infra.jsm);
   const store = new TaskStore(infra.tasks);
   const emit = (kind: EventKind, body: unknown) => deps.nc.publish(SUBJECTS.event(kind), encode(body));
-  const tasks = new TaskService({ infra, store, log, check: deps.check, emit });
+  const live = new Map<string, LiveState>();
+  const tasks = new TaskService({ infra, store, log, check: deps.check, emit, live });
   const abort = new AbortController();
   const callbackOpts = { ...DEFAULT_CALLBACK, ...opts.callback };
 
@@ -72,6 +73,7 @@ export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOpti
     serveRequests(deps.nc, SUBJECTS.api.get, (b) => tasks.get(b), log),
     serveRequests(deps.nc, SUBJECTS.api.cancel, (b) => tasks.cancel(b), log),
     serveRequests(deps.nc, SUBJECTS.api.status, () => tasks.status(), log),
+    followSessions(deps.nc, live, log),
   ];
   const consuming = consumeResults({ infra, store, log, onTaskDone, emit }, abort.signal).catch((err) => {
     if (!abort.signal.aborted) log.error({ err }, "results consumer stopped");
@@ -104,6 +106,22 @@ export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOpti
     ],
     (err) => log.warn({ err }, "supervisor stop step failed"),
   );
+}
+
+/** Keeps the live stage of each running session (core NATS events; losing one only delays the display). */
+function followSessions(nc: NatsConnection, live: Map<string, LiveState>, log: Logger) {
+  return nc.subscribe(SUBJECTS.event("session.state_changed"), {
+    callback: (err, msg) => {
+      if (err) return log.warn({ err }, "session event subscription failed");
+      try {
+        const ev = decode(msg.data) as { session_id: string; status: LiveState["status"]; attempt: number; node_id?: string };
+        if (TERMINAL_STATUSES.has(ev.status)) live.delete(ev.session_id);
+        else live.set(ev.session_id, { status: ev.status, attempt: ev.attempt, node_id: ev.node_id ?? null });
+      } catch (e) {
+        log.warn({ err: e }, "malformed session event");
+      }
+    },
+  });
 }
 
 /** After a restart: finish dispatching interrupted submits and deliver missed callbacks. */

@@ -35,6 +35,14 @@ export interface TaskServiceDeps {
   log: Logger;
   check?: SpecChecker;
   emit: (kind: "task.created" | "task.updated" | "task.done", body: unknown) => void;
+  /** Live stage of sessions still running (from gateway events), shown until their result lands. */
+  live: Map<string, LiveState>;
+}
+
+export interface LiveState {
+  status: SessionSummary["status"];
+  attempt: number;
+  node_id: string | null;
 }
 
 export class TaskService {
@@ -190,7 +198,7 @@ export class TaskService {
       completed_sessions: countDone(rec),
       results,
       result_paths: [],
-      sessions: rec.sessions,
+      sessions: rec.sessions.map((s) => (TERMINAL_STATUSES.has(s.status) ? s : { ...s, ...this.d.live.get(s.session_id) })),
       created_at: rec.created_at,
       updated_at: rec.updated_at,
       callback: rec.callback,

@@ -1,0 +1,56 @@
+import { existsSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { connectNats, openInfra, type Infra } from "../src/nats/infra.ts";
+import { startNatsServer, type NatsServerHandle } from "../src/nats/launcher.ts";
+import { publishDurable, readDurable, request, serveRequests } from "../src/nats/messages.ts";
+import { PolarError } from "../src/protocol/errors.ts";
+import { STREAMS } from "../src/protocol/subjects.ts";
+import { silentLogger } from "../src/util/log.ts";
+
+describe("embedded nats-server and messaging", () => {
+  let server: NatsServerHandle;
+  let infra: Infra;
+  beforeAll(async () => {
+    server = await startNatsServer({ maxPayload: 64 * 1024 });
+    infra = await openInfra(await connectNats(server.url, "test"));
+  });
+  afterAll(async () => {
+    await infra?.nc.close();
+    await server?.stop();
+  });
+
+  it("moves a body above the message limit to the object store and reads it back", async () => {
+    const big = { traces: Array.from({ length: 4000 }, (_, i) => ({ ids: [i, i + 1, i + 2], text: `trace ${i}`.repeat(4) })) };
+    const ack = await publishDurable(infra, "polar.trace.big.s1", big, "big-1");
+    const m = await infra.jsm.streams.getMessage(STREAMS.traces, { seq: ack.seq });
+    expect(m!.data.length).toBeLessThan(1024); // only the reference travelled
+    expect(m!.header.get("polar-blob")).toBe("1");
+    expect(await readDurable(infra, m!.data, m!.header)).toEqual(big);
+    const dup = await publishDurable(infra, "polar.trace.big.s1", big, "big-1");
+    expect(dup.duplicate).toBe(true); // the message id dedupes a re-publish
+  });
+
+  it("serves request/reply in msgpack and JSON with typed errors", async () => {
+    const sub = serveRequests(infra.nc, "test.echo", async (b) => {
+      if ((b as { fail?: boolean }).fail) throw new PolarError("conflict", "nope", { details: { x: 1 } });
+      return { echoed: b };
+    }, silentLogger());
+    expect(await request(infra.nc, "test.echo", { a: 1 })).toEqual({ echoed: { a: 1 } });
+    expect(await request(infra.nc, "test.echo", { a: 2 }, { json: true })).toEqual({ echoed: { a: 2 } });
+    const err = (await request(infra.nc, "test.echo", { fail: true }, { json: true }).catch((e) => e)) as PolarError;
+    expect(err).toBeInstanceOf(PolarError);
+    expect([err.code, err.message, err.details]).toEqual(["conflict", "nope", { x: 1 }]);
+    await sub.drain();
+    const none = (await request(infra.nc, "test.nobody", {}).catch((e) => e)) as PolarError;
+    expect(none.code).toBe("unavailable");
+  });
+
+  it("stops the server and removes its temporary store", async () => {
+    const s = await startNatsServer();
+    expect(existsSync(s.storeDir)).toBe(true);
+    await s.stop();
+    expect(await s.closed).not.toBeUndefined();
+    expect(existsSync(s.storeDir)).toBe(false);
+    await s.stop(); // idempotent
+  });
+});
