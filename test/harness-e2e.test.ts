@@ -9,6 +9,7 @@
  * the CLI's process tree makes is recorded with strace and must go to the
  * gateway.
  */
+import { spawnSync } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -61,6 +62,7 @@ let workRoot: string;
 let proxyPort: number;
 
 beforeAll(async () => {
+  if (spawnSync("strace", ["-V"]).status !== 0) throw new Error("the harness tests record connects with strace: install it (Debian package strace)");
   // Idempotent: a no-op when the pinned CLIs are already in the cache (CI installs them first).
   await installTools({ names: [...new Set(CASES.map((c) => c.harness))] });
   root = await mkdtemp(join(tmpdir(), "polar-e2e-"));
