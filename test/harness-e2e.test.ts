@@ -10,9 +10,10 @@
  * gateway.
  */
 import { spawnSync } from "node:child_process";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { request } from "../src/nats/messages.ts";
 import type { SessionResult } from "../src/protocol/schemas.ts";
@@ -39,7 +40,12 @@ interface Case {
    * diverges from the previous one at the assistant turn.
    */
   splitChain?: string;
+  /** The CLI has no MCP client (the adapter refuses MCP servers). */
+  noMcp?: boolean;
 }
+
+const MCP_SERVER = fileURLToPath(new URL("./harness-mcp-server.mjs", import.meta.url));
+const SKILL = "polar-marker-skill";
 
 const CASES: Case[] = [
   { id: "claude", harness: "claude_code", api: "anthropic" },
@@ -49,10 +55,10 @@ const CASES: Case[] = [
   { id: "opencode_chat", harness: "opencode", settings: { api: "chat" }, api: "openai_chat", side: "title" },
   { id: "opencode_responses", harness: "opencode", settings: { api: "responses" }, api: "openai_responses", side: "title" },
   { id: "opencode_anthropic", harness: "opencode", settings: { api: "anthropic" }, api: "anthropic", side: "title" },
-  { id: "pi_chat", harness: "pi", settings: { api: "chat" }, api: "openai_chat" },
-  { id: "pi_responses", harness: "pi", settings: { api: "responses" }, api: "openai_responses" },
-  { id: "pi_anthropic", harness: "pi", settings: { api: "anthropic" }, api: "anthropic" },
-  { id: "pi_google", harness: "pi", settings: { api: "google" }, api: "google" },
+  { id: "pi_chat", harness: "pi", settings: { api: "chat" }, api: "openai_chat", noMcp: true },
+  { id: "pi_responses", harness: "pi", settings: { api: "responses" }, api: "openai_responses", noMcp: true },
+  { id: "pi_anthropic", harness: "pi", settings: { api: "anthropic" }, api: "anthropic", noMcp: true },
+  { id: "pi_google", harness: "pi", settings: { api: "google" }, api: "google", noMcp: true },
 ];
 
 const TOOLS = toolsDir();
@@ -67,6 +73,8 @@ beforeAll(async () => {
   await installTools({ names: [...new Set(CASES.map((c) => c.harness))] });
   root = await mkdtemp(join(tmpdir(), "polar-e2e-"));
   workRoot = join(root, "work");
+  await mkdir(join(root, "skills", SKILL), { recursive: true });
+  await writeFile(join(root, "skills", SKILL, "SKILL.md"), `---\nname: ${SKILL}\ndescription: Use when asked about polar markers.\n---\n\nSay "marker".\n`);
   // Claude Code's system prompt and 24 tools come to ~50k tokens: serve a 128k context like Qwen3 with YaRN.
   sys = await startTestSystem({ playbookPath: await writePlaybook(root), maxModelLen: 131_072 });
   await sys.startSupervisor();
@@ -106,7 +114,13 @@ describe.concurrent("harnesses end to end (local runtime)", () => {
           instruction,
           timeout_seconds: 240,
           runtime: { backend: "local", prepare: [{ type: "upload_file", source: shim, target: `.netcheck/${bin}` }] },
-          agent: { harness: c.harness, model_name: "Qwen/Qwen3-8B", settings: { ...c.settings, bin: `./.netcheck/${bin}` } },
+          agent: {
+            harness: c.harness,
+            model_name: "Qwen/Qwen3-8B",
+            settings: { ...c.settings, bin: `./.netcheck/${bin}` },
+            mcp_servers: c.noMcp ? [] : [{ name: "probe", transport: "stdio", command: "node", args: [MCP_SERVER] }],
+            skills_path: join(root, "skills"),
+          },
           builder: { strategy: "prefix_merging" },
           evaluator: { strategy: "session_completed" },
         },
@@ -136,6 +150,10 @@ describe.concurrent("harnesses end to end (local runtime)", () => {
       expectRecordsFromSim(sys, r);
       expectEveryCallInTrajectory(r);
       expect(JSON.stringify(policy[0].request.messages)).toContain(JSON.stringify(instruction).slice(1, -1));
+      // The MCP server's tool and the skill were registered: the CLI offers them to the model.
+      const sent = JSON.stringify(policy[0].original_request);
+      if (!c.noMcp) expect(sent).toContain("polarmarker_echo");
+      expect(sent).toContain(SKILL);
       // Under prefix_merging the agent loop is one chain, one trace; side calls stay out of it.
       const main = traceOf(r, policy[0].completion_id);
       if (c.splitChain) {
