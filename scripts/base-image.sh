@@ -13,7 +13,7 @@ set -euo pipefail
 IMAGE=${POLAR_BASE_IMAGE:-polar-base:bookworm}
 CACHE=${POLAR_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/polar}
 MIRROR=${POLAR_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-PKGS=bash,coreutils,ca-certificates,git,curl,socat,procps,findutils,grep,sed,gzip,xz-utils,patch,less
+PKGS=bash,coreutils,ca-certificates,git,curl,socat,procps,findutils,grep,sed,gzip,xz-utils,patch,less,libstdc++6,tini
 [ -n "${POLAR_BASE_EXTRA_PACKAGES:-}" ] && PKGS="$PKGS,$POLAR_BASE_EXTRA_PACKAGES"
 TARBALL="$CACHE/rootfs-bookworm-$(echo "$PKGS" | sha256sum | cut -c1-12).tar"
 
@@ -31,6 +31,7 @@ if [ -n "${FORCE:-}" ] || [ ! -s "$TARBALL" ]; then
   rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
   tar --numeric-owner -C "$root" -cf "$TARBALL.tmp" .
   mv "$TARBALL.tmp" "$TARBALL"
+  find "$CACHE" -maxdepth 1 -name 'rootfs-bookworm-*.tar' ! -path "$TARBALL" -delete # older package sets
 fi
 echo "base-image: importing $TARBALL as $IMAGE"
 docker import \

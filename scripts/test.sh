@@ -6,7 +6,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 
+# The harness end-to-end tests record every connect() of the CLIs with strace.
+if ! command -v strace >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq strace >/dev/null
+fi
+
 if [ "${POLAR_SKIP_DOCKER:-}" != "1" ]; then
+  # With an engine installed here, a Docker test may not silently skip.
+  export POLAR_REQUIRE_DOCKER=1
   bash scripts/install-docker.sh
   bash scripts/start-dockerd.sh
   bash scripts/base-image.sh

@@ -6,7 +6,7 @@ import { DockerRuntime } from "../src/runtimes/docker.ts";
 import { reapContainers } from "../src/runtimes/reaper.ts";
 import { createRuntimeRegistry } from "../src/runtimes/registry.ts";
 import { runtimeContract } from "./runtime-contract.ts";
-import { type FakeProxy, makeCtx, makeSessionDir, startFakeNats, startFakeProxy } from "./runtime-helpers.ts";
+import { type FakeProxy, makeCtx, makeSessionDir, makeToolsDir, startFakeNats, startFakeProxy } from "./runtime-helpers.ts";
 
 const IMAGE = process.env.POLAR_TEST_IMAGE ?? "polar-base:bookworm";
 const GATEWAY = `gw-docker-test-${process.pid}`;
@@ -47,11 +47,11 @@ describe.skipIf(missing !== undefined)("docker runtime", () => {
     for (const g of [GATEWAY, `${GATEWAY}-reap`, `${GATEWAY}-other`]) expect(await labelled(g)).toEqual([]);
   });
 
-  async function makeDocker(spec: Partial<RuntimeSpec> = {}, start = true, gatewayId = GATEWAY): Promise<DockerRuntime> {
+  async function makeDocker(spec: Partial<RuntimeSpec> = {}, start = true, gatewayId = GATEWAY, toolsDir?: string): Promise<DockerRuntime> {
     const dir = await makeSessionDir();
     dirs.push(dir);
     const full = RuntimeSpec.parse({ backend: "docker", image: IMAGE, ...spec });
-    const ctx = makeCtx(dir, proxy, { gatewayId });
+    const ctx = makeCtx(dir, proxy, { gatewayId, toolsDir });
     const rt = createRuntimeRegistry({ docker }).resolve({ strategy: "docker" }, { spec: full, ctx }) as DockerRuntime;
     made.push(rt);
     if (start) await rt.start();
@@ -84,8 +84,8 @@ describe.skipIf(missing !== undefined)("docker runtime", () => {
       expect(JSON.parse(r.stdout)).toEqual({ ok: true, path: "/v1/messages", via: "unix" });
       const gw = "172.17.0.1";
       const targets = [`127.0.0.1:${nats.port}`, `${gw}:${nats.port}`, `127.0.0.1:${new URL(proxy.url).port}`, "1.1.1.1:80"];
-      const probe = await rt.exec(`for t in ${targets.join(" ")}; do curl -s --max-time 2 -o /dev/null http://$t/ && echo "open $t" || echo "closed $t"; done; ls /sys/class/net`);
-      expect(probe.stdout).toBe(targets.map((t) => `closed ${t}\n`).join("") + "lo\n");
+      const probe = await rt.exec(`for t in ${targets.join(" ")}; do curl -s --max-time 2 -o /dev/null http://$t/ && echo "open $t" || echo "closed $t"; done; ls /sys/class/net; ls -A /polar/proxy`);
+      expect(probe.stdout).toBe(targets.map((t) => `closed ${t}\n`).join("") + "lo\nproxy.sock\n");
       expect(nats.accepted()).toBe(0);
     } finally {
       await nats.close();
@@ -99,6 +99,26 @@ describe.skipIf(missing !== undefined)("docker runtime", () => {
     const bridge = await makeDocker({ network: "bridge" });
     expect(JSON.parse((await bridge.exec(`curl -s ${bridge.proxyUrl}/b`)).stdout).via).toBe("unix");
     expect((await bridge.exec("ls /sys/class/net | sort | tr '\\n' ' '")).stdout).toBe("eth0 lo ");
+  });
+
+  it("mounts the tools cache read-only; its Node runs the forwarder in an image without socat", async () => {
+    const tools = await makeToolsDir();
+    dirs.push(tools);
+    const noSocat = `polar-test-nosocat:${process.pid}`;
+    const c = await docker.createContainer({ Image: IMAGE, Cmd: ["rm", "/usr/bin/socat"], Labels: { "polar.gateway": GATEWAY } });
+    await c.start();
+    await c.wait();
+    await c.commit({ repo: noSocat.split(":")[0], tag: noSocat.split(":")[1] });
+    await c.remove({ force: true });
+    try {
+      const rt = await makeDocker({ image: noSocat }, true, GATEWAY, tools);
+      const r = await rt.exec("hello-tool; command -v node; command -v socat || echo no-socat; touch /opt/polar-tools/x 2>/dev/null && echo rw || echo ro");
+      expect(r.stdout).toBe("hello-tool 42\n/opt/polar-tools/node/bin/node\nno-socat\nro\n");
+      expect(JSON.parse((await rt.exec(`curl -s ${rt.proxyUrl}/via-node`)).stdout)).toEqual({ ok: true, path: "/via-node", via: "unix" });
+      await rt.stop();
+    } finally {
+      await docker.getImage(noSocat).remove({ force: true });
+    }
   });
 
   it("fails to start on a missing image and leaves nothing behind", async () => {

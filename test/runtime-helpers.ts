@@ -1,6 +1,6 @@
 /** Shared fixtures for runtime tests: a stand-in model proxy, a stand-in NATS port, contexts. */
 import { randomBytes } from "node:crypto";
-import { chmod, mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
+import { chmod, copyFile, link, mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import http from "node:http";
 import net from "node:net";
 import { tmpdir } from "node:os";
@@ -90,4 +90,19 @@ export async function makeTree(root: string): Promise<void> {
   await chmod(join(root, "secret.txt"), 0o600);
   await chmod(join(root, "sub/deeper"), 0o750);
   await symlink("bytes.bin", join(root, "link"));
+}
+
+/**
+ * A tools cache like `polar tools install` makes: a Node runtime under node/bin
+ * (this process's own binary) and a CLI under node_modules/.bin that uses it.
+ */
+export async function makeToolsDir(): Promise<string> {
+  const root = await mkdtemp(join(tmpdir(), "polar-tools-"));
+  await mkdir(join(root, "node/bin"), { recursive: true });
+  await mkdir(join(root, "node_modules/.bin"), { recursive: true });
+  await link(process.execPath, join(root, "node/bin/node")).catch(() => copyFile(process.execPath, join(root, "node/bin/node")));
+  await writeFile(join(root, "node_modules/.bin/hello-tool"), "#!/bin/sh\necho \"hello-tool $(node -e 'console.log(6*7)')\"\n");
+  await chmod(join(root, "node_modules/.bin/hello-tool"), 0o755);
+  await chmod(root, 0o755);
+  return root;
 }

@@ -1,22 +1,33 @@
 import { rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RuntimeSpec } from "../src/protocol/schemas.ts";
 import { probeBwrap } from "../src/runtimes/bwrap.ts";
+import { cgroupsUsable } from "../src/runtimes/cgroups.ts";
 import { LocalRuntime } from "../src/runtimes/local.ts";
 import { MARKER_ENV, markedProcesses } from "../src/runtimes/process.ts";
+import { reapLocalProcesses } from "../src/runtimes/reaper.ts";
 import { createRuntimeRegistry } from "../src/runtimes/registry.ts";
 import { runtimeContract } from "./runtime-contract.ts";
-import { type FakeProxy, makeCtx, makeSessionDir, startFakeNats, startFakeProxy } from "./runtime-helpers.ts";
+import { type FakeProxy, makeCtx, makeSessionDir, makeToolsDir, startFakeNats, startFakeProxy } from "./runtime-helpers.ts";
 
+const limitsUnavailable = (await cgroupsUsable()) ? undefined : "this process cannot create cgroups (not root, or a read-only cgroup fs)";
 let proxy: FakeProxy;
+let tools: string;
 const dirs: string[] = [];
 const made: LocalRuntime[] = [];
 
 beforeAll(async () => {
   proxy = await startFakeProxy();
+  tools = await makeToolsDir();
+  dirs.push(tools);
 });
+
+async function expectTools(rt: LocalRuntime): Promise<void> {
+  const r = await rt.exec("hello-tool; command -v node");
+  expect(r.stdout).toBe(`hello-tool 42\n${tools}/node/bin/node\n`);
+}
 afterAll(async () => {
   await Promise.all(made.map((rt) => rt.stop()));
   await proxy.close();
@@ -25,18 +36,18 @@ afterAll(async () => {
   expect(made.flatMap((rt) => markedProcesses(MARKER_ENV, rt.id))).toEqual([]);
 });
 
-async function makeLocal(isolation: "none" | "bwrap", spec: Partial<RuntimeSpec> = {}): Promise<LocalRuntime> {
+async function makeLocal(isolation: "none" | "bwrap", spec: Partial<RuntimeSpec> = {}, toolsDir?: string, gatewayId?: string): Promise<LocalRuntime> {
   const dir = await makeSessionDir();
   dirs.push(dir);
   const full = RuntimeSpec.parse({ backend: "local", ...spec, kwargs: { isolation, ...(spec.kwargs ?? {}) } });
-  const rt = createRuntimeRegistry().resolve({ strategy: "local" }, { spec: full, ctx: makeCtx(dir, proxy) }) as LocalRuntime;
+  const rt = createRuntimeRegistry().resolve({ strategy: "local" }, { spec: full, ctx: makeCtx(dir, proxy, { toolsDir, ...(gatewayId ? { gatewayId } : {}) }) }) as LocalRuntime;
   made.push(rt);
   await rt.start();
   return rt;
 }
 
 describe("local runtime, plain processes", () => {
-  runtimeContract({ make: (spec) => makeLocal("none", spec) });
+  runtimeContract({ make: (spec) => makeLocal("none", spec), limitsUnavailable });
 
   it("reaches the proxy at its TCP URL and leaves no stray process after stop", async () => {
     const rt = await makeLocal("none");
@@ -50,6 +61,22 @@ describe("local runtime, plain processes", () => {
     expect(markedProcesses(MARKER_ENV, rt.id)).toEqual([]);
   });
 
+  it("reapLocalProcesses kills what a gateway's local runtimes left running, and only that", async () => {
+    const rt = await makeLocal("none", {}, undefined, "gw-reap-local");
+    const other = await makeLocal("none");
+    await rt.exec("setsid sleep 1002 >/dev/null 2>&1 < /dev/null & nohup sleep 1003 >/dev/null 2>&1 &");
+    await other.exec("nohup sleep 1004 >/dev/null 2>&1 &");
+    // setsid forks once more before it execs: wait until just the two sleeps are left.
+    for (let i = 0; i < 100 && markedProcesses(MARKER_ENV, rt.id).length !== 2; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(await reapLocalProcesses("gw-reap-local")).toBe(2);
+    expect(markedProcesses(MARKER_ENV, rt.id)).toEqual([]);
+    expect(markedProcesses(MARKER_ENV, other.id)).toHaveLength(1);
+  });
+
+  it("puts the tools cache's CLIs and Node first on PATH", async () => {
+    await expectTools(await makeLocal("none", {}, tools));
+  });
+
   it("refuses writes outside the session directory", async () => {
     const rt = await makeLocal("none");
     await expect(rt.writeFile("/etc/polar-should-not-exist", "x")).rejects.toMatchObject({ code: "runtime" });
@@ -61,7 +88,7 @@ const bwrap = probeBwrap();
 if (!bwrap) console.warn("[runtime-local] bubblewrap is not available here: the bwrap isolation tests are SKIPPED");
 
 describe.skipIf(!bwrap)("local runtime, bubblewrap isolation", () => {
-  runtimeContract({ make: (spec) => makeLocal("bwrap", spec) });
+  runtimeContract({ make: (spec) => makeLocal("bwrap", spec), limitsUnavailable });
 
   it("a none-network sandbox reaches the proxy through the socket and nothing else", async () => {
     const nats = await startFakeNats();
@@ -81,6 +108,15 @@ describe.skipIf(!bwrap)("local runtime, bubblewrap isolation", () => {
     }
   });
 
+  it("hides the other sessions and the gateway's HOME; the proxy socket shows alone", async () => {
+    const rt = await makeLocal("bwrap");
+    const sessionDir = dirname(rt.workdir);
+    expect(dirs.length).toBeGreaterThan(3); // other sessions exist on the host beside this one
+    const r = await rt.exec(`ls -A ${dirname(sessionDir)}; echo --; ls -A ${dirname(proxy.socketPath)}; echo --; ls -A ${process.env.HOME ?? "/root"} | wc -l`);
+    const want = [basename(sessionDir), basename(dirname(proxy.socketPath))].sort().join("\n");
+    expect(r.stdout).toBe(`${want}\n--\nproxy.sock\n--\n0\n`);
+  });
+
   it("sees the host root read-only, a private /tmp and a private pid namespace", async () => {
     const rt = await makeLocal("bwrap");
     const hostFile = join(tmpdir(), `polar-host-only-${process.pid}`);
@@ -93,6 +129,12 @@ describe.skipIf(!bwrap)("local runtime, bubblewrap isolation", () => {
     } finally {
       await rm(hostFile, { force: true });
     }
+  });
+
+  it("sees the tools cache read-only, its CLIs and Node first on PATH", async () => {
+    const rt = await makeLocal("bwrap", {}, tools);
+    await expectTools(rt);
+    expect((await rt.exec(`touch ${tools}/x 2>/dev/null && echo rw || echo ro`)).stdout).toBe("ro\n");
   });
 
   it("network host shares the host network", async () => {

@@ -116,6 +116,25 @@ describe("sim /v1/chat/completions", () => {
     expect(chunks.at(-1).usage.completion_tokens).toBe(ids.length);
   });
 
+  it("samples plain JSON under a required or named tool_choice, as vLLM's schema constraint does", async () => {
+    const tok = qwen3Tokenizer();
+    const named = await chat({ messages: RUN_TASK, tools: [bashTool], tool_choice: { type: "function", function: { name: "bash" } } });
+    expect(tok.decode(named.choices[0].token_ids)).toBe('<think>\nI will run the command as asked.\n</think>\n\n{"command": "echo hello > hello.txt"}<|im_end|>');
+    // vLLM hands the text after </think> over verbatim as the arguments (leading newlines included).
+    expect(named.choices[0].message.tool_calls[0].function).toEqual({ name: "bash", arguments: '\n\n{"command": "echo hello > hello.txt"}' });
+    expect(named.choices[0].finish_reason).toBe("stop");
+    const required = await chat({ messages: RUN_TASK, tools: [bashTool], tool_choice: "required" });
+    expect(tok.decode(required.choices[0].token_ids)).toContain('\n\n[{"name": "bash", "parameters": {"command": "echo hello > hello.txt"}}]<|im_end|>');
+    expect(required.choices[0].message.tool_calls[0].function).toEqual({ name: "bash", arguments: '{"command": "echo hello > hello.txt"}' });
+    expect(required.choices[0].finish_reason).toBe("tool_calls");
+    const chunks = await streamChunks({ messages: RUN_TASK, tools: [bashTool], tool_choice: "required" });
+    const calls = chunks.flatMap((c) => c.choices[0]?.delta.tool_calls ?? []);
+    expect(calls.map((c: Json) => c.function)).toEqual([{ name: "bash", arguments: '{"command": "echo hello > hello.txt"}' }]);
+    expect(chunks.map((c) => c.choices[0]?.delta.content ?? "").join("")).toBe("");
+    const unknown = await post("/v1/chat/completions", { model: "m", messages: RUN_TASK, tools: [bashTool], tool_choice: { type: "function", function: { name: "nope" } } });
+    expect(unknown.status).toBe(400);
+  });
+
   it("truncates at max_tokens with finish reason length", async () => {
     const body = await chat({ messages: RUN_TASK, tools: [bashTool], max_tokens: 5 });
     const choice = body.choices[0];

@@ -16,6 +16,7 @@ import type { PolarError } from "../src/protocol/errors.ts";
 import type { SessionResult, TaskResult, TaskStatus, Trace } from "../src/protocol/schemas.ts";
 import { STREAMS, SUBJECTS } from "../src/protocol/subjects.ts";
 import { listen, readBody } from "../src/util/http.ts";
+import { verifyTrajectory } from "../src/builders/verify.ts";
 import { startTestSystem, type TestSystem } from "./helpers/system.ts";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -45,18 +46,23 @@ async function waitDone(sys: TestSystem, taskId: string, timeoutMs = 45_000): Pr
   }
 }
 
-/** Every trace's ids and logprobs must be exactly one exchange's prompt ids, sampled ids and logprobs. */
+/**
+ * Every trace's prompt ids, sampled ids and logprobs must be exactly those of one
+ * upstream answer, each answer matched at most once.
+ */
 function expectTracesFromUpstream(sys: TestSystem, results: SessionResult[]) {
-  const byPrompt = new Map<string, Record<string, any>>();
-  for (const ex of sys.upstream.exchanges) byPrompt.set(JSON.stringify(ex.response.prompt_token_ids), ex.response);
+  const unmatched = new Map<string, Record<string, any>[]>();
+  for (const ex of sys.upstream.exchanges) {
+    const key = JSON.stringify([ex.response.prompt_token_ids, (ex.response.choices as any[])?.[0]?.token_ids]);
+    unmatched.set(key, [...(unmatched.get(key) ?? []), ex.response]);
+  }
   let n = 0;
   for (const r of results) {
     for (const t of r.trajectory.traces) {
-      const up = byPrompt.get(JSON.stringify(t.prompt_ids));
-      expect(up, "trace prompt ids match an upstream answer").toBeDefined();
-      const choice = up!.choices[0];
+      const candidates = unmatched.get(JSON.stringify([t.prompt_ids, t.response_ids]));
+      expect(candidates?.length, "trace ids match an upstream answer").toBeGreaterThan(0);
+      const choice = candidates!.shift()!.choices[0];
       expect(t.prompt_ids.length).toBeGreaterThan(10);
-      expect(t.response_ids).toEqual(choice.token_ids);
       expect(t.response_logprobs).toEqual(choice.logprobs.content.map((c: { logprob: number }) => c.logprob));
       expect(t.loss_mask).toEqual(t.response_ids.map(() => 1));
       expect(t.response_ids.at(-1)).toBe(151645);
@@ -132,6 +138,30 @@ describe("spine: supervisor and gateway on NATS JetStream", () => {
       expect(expectTracesFromUpstream(sys, callbacks[0].results)).toBe(4);
     } finally {
       cbServer.close();
+    }
+  });
+
+  it("builds prefix_merging trajectories that the verifier proves against the raw captured session", async () => {
+    // A chat with new user turns: Qwen3's template re-renders earlier answers (the thinking
+    // scaffold goes, "\n" merges with the content's leading newlines), so later prompts do not
+    // extend earlier ones token for token. The builder must then start new chains, say why,
+    // and still make every sampled token trainable exactly once.
+    const t = shellTask("merged-2", 2, { TURNS: "3" }, { builder: { strategy: "prefix_merging", config: {} } });
+    await request(sys.client, SUBJECTS.api.submit, t);
+    const st = await waitDone(sys, "merged-2");
+    expect(st.status).toBe("completed");
+    for (const r of st.results) {
+      const session = r.completion_session!;
+      expect(session.completions).toHaveLength(3);
+      const sampled = session.completions.flatMap((c) => (c.response.choices as { token_ids: number[] }[])[0].token_ids);
+      const trainable = r.trajectory.traces.flatMap((t) => t.response_ids.filter((_, i) => t.loss_mask[i] === 1));
+      expect(trainable).toEqual(sampled);
+      const stats = r.trajectory.metadata.reconstruction_stats as { chain_starts: { reason: string }[]; completions_merged: number };
+      expect(stats.chain_starts.map((c) => c.reason)).toEqual(
+        r.trajectory.traces.map((_, i) => (i === 0 ? "first" : "diverged_from_tip")),
+      );
+      expect(stats.completions_merged).toBe(3);
+      expect(verifyTrajectory(r.trajectory, session)).toMatchObject({ ok: true, errors: [] });
     }
   });
 

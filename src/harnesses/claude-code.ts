@@ -7,7 +7,8 @@
  * what remains goes to the proxy only.
  */
 import { z } from "zod";
-import { apiBase, baseSettings, commonEnv, headless, homePath, installSkills, modelName, prepareHome, writeJson } from "./common.ts";
+import type { AgentSpec } from "../protocol/schemas.ts";
+import { apiBase, baseSettings, headless, homePath, installSkills, modelName, prepareHome, stepEnv, writeJson } from "./common.ts";
 import { claudeMcp } from "./mcp.ts";
 import type { Harness, HarnessContext, HarnessFactory } from "./types.ts";
 
@@ -52,18 +53,14 @@ export const claudeCodeHarnessFactory: HarnessFactory = {
         if (s.allowed_tools?.length) args.push("--allowed-tools", ...s.allowed_tools);
         if (s.disallowed_tools?.length) args.push("--disallowed-tools", ...s.disallowed_tools);
         if (agent.mcp_servers.length) args.push("--mcp-config", mcpFile(ctx), "--strict-mcp-config");
-        return [{ command: headless(bin, [...args, ...s.extra_args], ["--", instruction]), env: env(ctx, s, model) }];
+        return [{ command: headless(bin, [...args, ...s.extra_args], ["--", instruction]), env: env(ctx, agent, s, model) }];
       },
     };
   },
 };
 
-function env(ctx: HarnessContext, s: Settings, model: string): Record<string, string> {
+function env(ctx: HarnessContext, agent: AgentSpec, s: Settings, model: string): Record<string, string> {
   const e: Record<string, string> = {
-    ...commonEnv(),
-    CLAUDE_CONFIG_DIR: homePath(ctx, ".claude"),
-    ANTHROPIC_BASE_URL: apiBase(ctx),
-    ANTHROPIC_API_KEY: ctx.credential,
     ANTHROPIC_MODEL: model,
     ANTHROPIC_SMALL_FAST_MODEL: model,
     ANTHROPIC_DEFAULT_HAIKU_MODEL: model,
@@ -82,5 +79,9 @@ function env(ctx: HarnessContext, s: Settings, model: string): Record<string, st
   };
   if (!s.nonessential_traffic) e.CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = "1";
   if (s.max_thinking_tokens !== undefined) e.MAX_THINKING_TOKENS = String(s.max_thinking_tokens);
-  return e;
+  return stepEnv(agent, e, {
+    CLAUDE_CONFIG_DIR: homePath(ctx, ".claude"),
+    ANTHROPIC_BASE_URL: apiBase(ctx),
+    ANTHROPIC_API_KEY: ctx.credential,
+  });
 }

@@ -6,7 +6,7 @@
  * go in `[mcp_servers.<name>]`, skills in `$CODEX_HOME/skills`.
  */
 import { z } from "zod";
-import { apiBase, baseSettings, commonEnv, headless, homePath, installSkills, modelName, prepareHome, ReasoningEffort } from "./common.ts";
+import { apiBase, baseSettings, headless, homePath, installSkills, modelName, prepareHome, ReasoningEffort, stepEnv } from "./common.ts";
 import { codexMcp } from "./mcp.ts";
 import { toToml, type TomlTable } from "./toml.ts";
 import type { Harness, HarnessContext, HarnessFactory } from "./types.ts";
@@ -48,7 +48,7 @@ export const codexHarnessFactory: HarnessFactory = {
         return [
           {
             command: headless(bin, [...args, ...s.extra_args], ["--", instruction]),
-            env: { ...commonEnv(), CODEX_HOME: codexHome(ctx), OPENAI_API_KEY: ctx.credential, POLAR_API_KEY: ctx.credential },
+            env: stepEnv(agent, {}, { CODEX_HOME: codexHome(ctx), OPENAI_API_KEY: ctx.credential, POLAR_API_KEY: ctx.credential }),
           },
         ];
       },

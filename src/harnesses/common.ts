@@ -33,6 +33,15 @@ export function modelName(agent: AgentSpec, settings: { model?: string }): strin
   return settings.model ?? agent.model_name ?? DEFAULT_MODEL;
 }
 
+/**
+ * A model id usable in a Google API path (`/v1beta/models/<id>:streamGenerateContent`):
+ * Google's ids never hold "/" or ":", a Hugging Face name like `Qwen/Qwen3-8B` does.
+ * Only the URL changes: the proxy asks the inference server for the session's served model.
+ */
+export function googleModelId(name: string): string {
+  return name.replace(/[/:]/g, "-");
+}
+
 /** `base` (no trailing slash) joined with an API path prefix. */
 export function apiBase(ctx: HarnessContext, path = ""): string {
   return `${ctx.proxyUrl.replace(/\/+$/, "")}${path}`;
@@ -61,6 +70,16 @@ function quoteWord(w: string): string {
 /** Env every CLI gets: loopback exempt from any proxy, no colour codes in logs. */
 export function commonEnv(): Record<string, string> {
   return { NO_PROXY: "127.0.0.1,localhost,::1", no_proxy: "127.0.0.1,localhost,::1", NO_COLOR: "1", TERM: "dumb" };
+}
+
+/**
+ * A step's environment. The runtime merges it over the session's (which holds
+ * `agent.env`), so `agent.env` is applied again here to override the
+ * adapter's `defaults` (quiet and speed settings); `fixed` (where the model
+ * API is, the session credential, where the config was written) always wins.
+ */
+export function stepEnv(agent: AgentSpec, defaults: Record<string, string>, fixed: Record<string, string>): Record<string, string> {
+  return { ...commonEnv(), ...defaults, ...agent.env, ...fixed };
 }
 
 /**

@@ -7,7 +7,7 @@
  * makes its own non-streaming model-router call, a side call the proxy captures.
  */
 import { z } from "zod";
-import { apiBase, baseSettings, commonEnv, headless, homePath, installSkills, modelName, prepareHome, writeJson } from "./common.ts";
+import { apiBase, baseSettings, googleModelId, headless, homePath, installSkills, modelName, prepareHome, stepEnv, writeJson } from "./common.ts";
 import { geminiMcp } from "./mcp.ts";
 import type { Harness, HarnessContext, HarnessFactory } from "./types.ts";
 
@@ -29,7 +29,7 @@ export const geminiCliHarnessFactory: HarnessFactory = {
   create(config, { agent }): Harness {
     const s = config as Settings;
     const bin = s.bin ?? "gemini";
-    const model = s.auto_model ? undefined : modelName(agent, s);
+    const model = s.auto_model ? undefined : googleModelId(modelName(agent, s));
     const dir = (ctx: HarnessContext) => homePath(ctx, ".gemini");
     return {
       name: "gemini_cli",
@@ -42,15 +42,10 @@ export const geminiCliHarnessFactory: HarnessFactory = {
         const args = ["--approval-mode", "yolo", "--output-format", s.output_format];
         if (model) args.push("--model", model);
         if (s.sandbox) args.push("--sandbox");
-        const env: Record<string, string> = {
-          ...commonEnv(),
-          GEMINI_API_KEY: ctx.credential,
-          GOOGLE_API_KEY: ctx.credential,
-          GOOGLE_GEMINI_BASE_URL: apiBase(ctx),
-          GEMINI_CLI_TRUST_WORKSPACE: "true",
-          GEMINI_CLI_NO_RELAUNCH: "true",
-        };
-        if (model) env.GEMINI_MODEL = model;
+        // No relaunch: the CLI would start a second Node process only to raise its heap limit.
+        const defaults: Record<string, string> = { GEMINI_CLI_TRUST_WORKSPACE: "true", GEMINI_CLI_NO_RELAUNCH: "true" };
+        if (model) defaults.GEMINI_MODEL = model;
+        const env = stepEnv(agent, defaults, { GEMINI_API_KEY: ctx.credential, GOOGLE_API_KEY: ctx.credential, GOOGLE_GEMINI_BASE_URL: apiBase(ctx) });
         // `--prompt=<text>` keeps an instruction that starts with "-" from being read as a flag.
         return [{ command: headless(bin, [...args, ...s.extra_args], [`--prompt=${instruction}`]), env }];
       },

@@ -7,7 +7,7 @@
  * side call uses the same model (`small_model`) so it reaches the proxy too.
  */
 import { z } from "zod";
-import { apiBase, baseSettings, commonEnv, headless, homePath, installSkills, modelName, prepareHome, ReasoningEffort, writeJson } from "./common.ts";
+import { apiBase, baseSettings, headless, homePath, installSkills, modelName, prepareHome, ReasoningEffort, stepEnv, writeJson } from "./common.ts";
 import { opencodeMcp } from "./mcp.ts";
 import type { Harness, HarnessContext, HarnessFactory } from "./types.ts";
 
@@ -18,6 +18,8 @@ export const OPENCODE_APIS = {
   responses: "@ai-sdk/openai",
   anthropic: "@ai-sdk/anthropic",
 } as const;
+
+const PLUGIN_LOCK = { name: "opencode-config", lockfileVersion: 3, requires: true, packages: { "": { dependencies: { "@opencode-ai/plugin": "*" } } } };
 
 const PERMISSIONS = [
   "read", "edit", "glob", "grep", "list", "bash", "task", "skill", "lsp", "todowrite", "todoread",
@@ -48,16 +50,17 @@ export const opencodeHarnessFactory: HarnessFactory = {
     return {
       name: "opencode",
       async setup(ctx) {
-        await prepareHome(ctx, bin, [dir(ctx)]);
+        await prepareHome(ctx, bin, [dir(ctx), homePath(ctx, ".config", "opencode", "node_modules")]);
         await writeJson(ctx, homePath(ctx, ".config", "opencode", "opencode.json"), opencodeJson(ctx, s, model, agent.mcp_servers.length ? opencodeMcp(agent.mcp_servers) : undefined));
+        // OpenCode installs its plugin SDK into every config directory from the npm registry
+        // unless node_modules exists and the lock file already lists it; no plugins are used here.
+        await writeJson(ctx, homePath(ctx, ".config", "opencode", "package-lock.json"), PLUGIN_LOCK);
         await installSkills(ctx, agent, homePath(ctx, ".config", "opencode", "skills"));
       },
       steps(instruction, ctx) {
         const args = ["run", "--pure", "--model", `${PROVIDER}/${model}`];
         if (s.json) args.push("--format", "json");
-        const env = {
-          ...commonEnv(),
-          POLAR_API_KEY: ctx.credential,
+        const env = stepEnv(agent, {
           OPENCODE_DISABLE_AUTOUPDATE: "1",
           OPENCODE_DISABLE_MODELS_FETCH: "1",
           OPENCODE_DISABLE_LSP_DOWNLOAD: "1",
@@ -67,8 +70,9 @@ export const opencodeHarnessFactory: HarnessFactory = {
           OPENCODE_DISABLE_CLAUDE_CODE: "1",
           OPENCODE_DISABLE_TERMINAL_TITLE: "1",
           OPENCODE_PURE: "1",
-        };
-        return [{ command: headless(bin, [...args, ...s.extra_args], ["--", instruction]), env }];
+        }, { POLAR_API_KEY: ctx.credential });
+        // Positional words are re-joined by OpenCode, quoting any with a space: stdin keeps the text as it is.
+        return [{ command: headless(bin, [...args, ...s.extra_args], [], instruction), env }];
       },
     };
   },

@@ -7,7 +7,7 @@
  * skills go in `$HOME/.pi/agent/skills`. PI_OFFLINE=1 stops its startup calls.
  */
 import { z } from "zod";
-import { apiBase, baseSettings, commonEnv, headless, homePath, installSkills, modelName, prepareHome, refuseMcp, writeJson } from "./common.ts";
+import { apiBase, baseSettings, googleModelId, headless, homePath, installSkills, modelName, prepareHome, refuseMcp, stepEnv, writeJson } from "./common.ts";
 import type { Harness, HarnessContext, HarnessFactory } from "./types.ts";
 
 const PROVIDER = "polar";
@@ -28,8 +28,11 @@ const Settings = z.strictObject({
   max_tokens: z.number().int().positive().default(8192),
   /** pi's per-provider `compat` switches, passed through. */
   compat: z.record(z.string(), z.unknown()).optional(),
-  /** `--mode json` prints the event log. */
-  json: z.boolean().default(true),
+  /**
+   * `--mode json` prints the event log, but pi then exits 0 even when the
+   * model call failed; the default text mode exits 1 on a failed turn.
+   */
+  json: z.boolean().default(false),
 });
 type Settings = z.infer<typeof Settings>;
 
@@ -40,7 +43,7 @@ export const piHarnessFactory: HarnessFactory = {
     const s = config as Settings;
     refuseMcp(agent, "pi");
     const bin = s.bin ?? "pi";
-    const model = modelName(agent, s);
+    const model = s.api === "google" ? googleModelId(modelName(agent, s)) : modelName(agent, s);
     return {
       name: "pi",
       async setup(ctx) {
@@ -52,7 +55,7 @@ export const piHarnessFactory: HarnessFactory = {
         const args = ["--provider", PROVIDER, "--model", model, "--no-session", "--offline"];
         if (s.json) args.push("--mode", "json");
         if (s.reasoning_effort) args.push("--thinking", s.reasoning_effort);
-        const env = { ...commonEnv(), POLAR_API_KEY: ctx.credential, PI_OFFLINE: "1", PI_SKIP_VERSION_CHECK: "1", PI_TELEMETRY: "0" };
+        const env = stepEnv(agent, { PI_OFFLINE: "1", PI_SKIP_VERSION_CHECK: "1", PI_TELEMETRY: "0" }, { POLAR_API_KEY: ctx.credential });
         // pi reads an argument starting with "-" or "@" as a flag or a file: the instruction goes in on stdin.
         return [{ command: headless(bin, [...args, ...s.extra_args, "-p"], [], instruction), env }];
       },

@@ -7,7 +7,7 @@
  * not even offered to the model.
  */
 import { z } from "zod";
-import { apiBase, baseSettings, commonEnv, headless, homePath, installSkills, modelName, prepareHome, writeJson } from "./common.ts";
+import { apiBase, baseSettings, headless, homePath, installSkills, modelName, prepareHome, stepEnv, writeJson } from "./common.ts";
 import { geminiMcp } from "./mcp.ts";
 import type { Harness, HarnessContext, HarnessFactory } from "./types.ts";
 
@@ -38,12 +38,8 @@ export const qwenCodeHarnessFactory: HarnessFactory = {
         const args = ["--approval-mode", "yolo", "--auth-type", "openai", "--output-format", s.output_format, "--model", model];
         if (s.max_turns !== undefined) args.push("--max-session-turns", String(s.max_turns));
         if (s.append_system_prompt !== undefined) args.push("--append-system-prompt", s.append_system_prompt);
-        const env = {
-          ...commonEnv(),
-          OPENAI_BASE_URL: apiBase(ctx, "/v1"),
-          OPENAI_API_KEY: ctx.credential,
-          OPENAI_MODEL: model,
-        };
+        // No relaunch: the CLI would start a second Node process only to raise its heap limit.
+        const env = stepEnv(agent, { OPENAI_MODEL: model, QWEN_CODE_NO_RELAUNCH: "true" }, { OPENAI_BASE_URL: apiBase(ctx, "/v1"), OPENAI_API_KEY: ctx.credential });
         // Qwen Code takes no positional prompt after "--"; stdin is read as the prompt in headless mode.
         return [{ command: headless(bin, [...args, ...s.extra_args], [], instruction), env }];
       },

@@ -30,11 +30,18 @@ export async function createCgroup(name: string, limits: Limits): Promise<Sessio
   }
 }
 
+/** Whether this process can make limit cgroups here (root with a writable cgroup fs). */
+export async function cgroupsUsable(): Promise<boolean> {
+  const cg = await createCgroup(`polar-probe-${process.pid}`, { pids: 1000 });
+  await cg?.remove();
+  return cg !== undefined;
+}
+
 async function createV2(name: string, l: Limits): Promise<SessionCgroup> {
   const dir = `${ROOT}/${name}`;
   const wanted = [l.cpus !== undefined && "+cpu", l.memoryMb !== undefined && "+memory", l.pids !== undefined && "+pids"].filter(Boolean);
   await writeFile(`${ROOT}/cgroup.subtree_control`, wanted.join(" "));
-  await mkdir(dir);
+  await mkdir(dir, { recursive: true });
   if (l.cpus !== undefined) await writeFile(`${dir}/cpu.max`, `${Math.round(l.cpus * CPU_PERIOD_US)} ${CPU_PERIOD_US}`);
   if (l.memoryMb !== undefined) await writeFile(`${dir}/memory.max`, String(l.memoryMb * 1024 * 1024));
   if (l.pids !== undefined) await writeFile(`${dir}/pids.max`, String(l.pids));
@@ -45,7 +52,7 @@ async function createV1(name: string, l: Limits): Promise<SessionCgroup> {
   const dirs: string[] = [];
   const make = async (ctrl: string): Promise<string> => {
     const dir = `${ROOT}/${ctrl}/${name}`;
-    await mkdir(dir);
+    await mkdir(dir, { recursive: true });
     dirs.push(dir);
     return dir;
   };

@@ -6,7 +6,7 @@
  * - The host session directory is bound at /polar/session, the tools cache
  *   read-only at /opt/polar-tools, the workspace is the spec's workdir.
  * - Network `none` (the default): no interface but loopback; the proxy's Unix
- *   socket directory is bound at /polar/proxy and a forwarder (socat, or Node
+ *   socket is bound into /polar/proxy and a forwarder (socat, or Node
  *   from the tools cache or the image) listens on 127.0.0.1:FORWARDER_PORT
  *   inside, so `proxyUrl` reaches the model proxy and nothing else is reachable.
  *   `bridge` keeps the forwarder and adds the engine's bridge; `host` shares the
@@ -18,14 +18,13 @@ import Dockerode from "dockerode";
 import { z } from "zod";
 import type { RuntimeSpec } from "../protocol/schemas.ts";
 import { FORWARDER_PORT, SESSION_MOUNT, SYSTEM_PATH, TOOLS_MOUNT, baseEnv, labelsOf, runtimeError } from "./common.ts";
-import { FORWARDER_SCRIPT } from "./bwrap.ts";
+import { FORWARDER_SCRIPT, RUNTIME_ASSETS_MOUNT, forwarderShell, waitListeningShell } from "./forwarder.ts";
 import { getBytes, getPath, putBytes, putPath } from "./docker-archive.ts";
 import { dockerExec } from "./docker-exec.ts";
 import { ExecStatsRecorder, timed } from "./stats.ts";
 import type { ExecOptions, ExecResult, ExecStats, Runtime, RuntimeContext, RuntimeFactory } from "./types.ts";
 
 export const PROXY_MOUNT = "/polar/proxy";
-export const RUNTIME_ASSETS_MOUNT = "/opt/polar-runtime";
 const DEFAULT_WORKDIR = "/workspace";
 
 /** `spec.kwargs` the docker backend reads: extra binds ("host:container[:ro]") and the user to exec as. */
@@ -120,7 +119,8 @@ export class DockerRuntime implements Runtime {
     const kw = DockerKwargs.parse(s.kwargs ?? {});
     const binds = [`${this.#ctx.sessionDir}:${SESSION_MOUNT}`, `${dirname(FORWARDER_SCRIPT)}:${RUNTIME_ASSETS_MOUNT}:ro`, ...kw.volumes];
     if (this.#ctx.toolsDir) binds.push(`${this.#ctx.toolsDir}:${TOOLS_MOUNT}:ro`);
-    if (this.forwarded) binds.push(`${dirname(this.#ctx.proxy.socketPath!)}:${PROXY_MOUNT}:ro`);
+    // The socket file alone: its directory may hold other sessions' files.
+    if (this.forwarded) binds.push(`${this.#ctx.proxy.socketPath!}:${PROXY_MOUNT}/${basename(this.#ctx.proxy.socketPath!)}:ro`);
     if (s.allow_internet) binds.push(...s.internet_volumes);
     const host: Dockerode.HostConfig = { Init: true, NetworkMode: this.network, Binds: binds, AutoRemove: false };
     if (s.cpus) host.NanoCpus = Math.round(s.cpus * 1e9);
@@ -142,24 +142,13 @@ export class DockerRuntime implements Runtime {
   /** PID 1's child: the proxy forwarder when there is one, else an idle loop. */
   #entryScript(): string {
     const idle = "while :; do sleep 3600; done";
-    if (!this.forwarded) return idle;
-    const sock = `${PROXY_MOUNT}/${basename(this.#ctx.proxy.socketPath!)}`;
-    return [
-      `if command -v socat >/dev/null 2>&1; then exec socat TCP-LISTEN:${FORWARDER_PORT},bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:${sock}; fi`,
-      `for n in ${TOOLS_MOUNT}/node/bin/node ${TOOLS_MOUNT}/bin/node "$(command -v node)"; do`,
-      `  if [ -n "$n" ] && [ -x "$n" ]; then exec "$n" ${RUNTIME_ASSETS_MOUNT}/${basename(FORWARDER_SCRIPT)} ${FORWARDER_PORT} ${sock}; fi`,
-      "done",
-      `echo "polar: neither socat nor node in this image: the model proxy is unreachable" >&2`,
-      idle,
-    ].join("\n");
+    return this.forwarded ? forwarderShell(`${PROXY_MOUNT}/${basename(this.#ctx.proxy.socketPath!)}`, idle) : idle;
   }
 
-  /** Waits until the forwarder listens (a LISTEN entry for 127.0.0.1:port in /proc/net/tcp). */
+  /** Waits until the forwarder listens inside the container. */
   async #waitReady(): Promise<void> {
     if (!this.forwarded) return;
-    const hex = `0100007F:${FORWARDER_PORT.toString(16).toUpperCase().padStart(4, "0")}`;
-    const script = `for i in $(seq 1 500); do grep -q '${hex} 00000000:0000 0A' /proc/net/tcp && exit 0; sleep 0.01; done; exit 1`;
-    const r = await dockerExec(this.#docker, this.#container!, script, { cwd: "/", env: { PATH: this.#path }, signal: this.#abort.signal, timeoutMs: 30_000 });
+    const r = await dockerExec(this.#docker, this.#container!, waitListeningShell(), { cwd: "/", env: { PATH: this.#path }, signal: this.#abort.signal, timeoutMs: 30_000 });
     if (r.exitCode !== 0) {
       const logs = await this.#container!.logs({ stdout: true, stderr: true, tail: 20 }).catch(() => "");
       throw runtimeError(`docker runtime ${this.id}: the proxy forwarder did not start: ${String(logs).trim()}`);

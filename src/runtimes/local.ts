@@ -8,15 +8,16 @@
  * Sandbox paths are host paths: relative ones resolve against the workspace;
  * uploads and writes must land inside the session directory.
  */
+import { existsSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import type { RuntimeSpec } from "../protocol/schemas.ts";
-import { bwrapArgv, probeBwrap } from "./bwrap.ts";
+import { bwrapArgv, probeBwrapCached, which } from "./bwrap.ts";
 import { createCgroup, hasLimits, type SessionCgroup } from "./cgroups.ts";
 import { FORWARDER_PORT, baseEnv, limitsOf, runtimeError } from "./common.ts";
 import { assertInside, copyPath, hostPath, readHostFile, writeHostFile } from "./local-files.ts";
-import { MARKER_ENV, killMarked, killTree, runProcess } from "./process.ts";
+import { GATEWAY_MARKER_ENV, MARKER_ENV, killMarkedAndWait, killTree, runProcess } from "./process.ts";
 import { ExecStatsRecorder, timed } from "./stats.ts";
 import type { ExecOptions, ExecResult, ExecStats, Runtime, RuntimeContext, RuntimeFactory } from "./types.ts";
 
@@ -36,6 +37,7 @@ export class LocalRuntime implements Runtime {
   readonly #live = new Set<number>();
   readonly #abort = new AbortController();
   #bwrap: string | undefined;
+  #socat: string | undefined;
   #cgroup: SessionCgroup | undefined;
   #state: "new" | "started" | "stopped" = "new";
 
@@ -49,9 +51,12 @@ export class LocalRuntime implements Runtime {
     this.#tmp = join(ctx.sessionDir, "tmp");
     const kw = LocalKwargs.safeParse(spec.kwargs ?? {});
     this.#isolation = kw.success ? kw.data.isolation : "auto";
+    // Decided here, not in start(), so proxyUrl is right from the start.
+    this.#bwrap = this.#isolation === "none" ? undefined : probeBwrapCached();
+    this.#socat = this.#bwrap ? which("socat") : undefined;
   }
 
-  /** True when commands run under bubblewrap (known after start()). */
+  /** True when commands run under bubblewrap. */
   get isolated(): boolean {
     return this.#bwrap !== undefined;
   }
@@ -68,19 +73,18 @@ export class LocalRuntime implements Runtime {
     } catch (e) {
       throw runtimeError(`cannot create the workspace of ${this.id}`, e);
     }
-    this.#pickIsolation();
+    this.#logIsolation();
     const limits = limitsOf(this.#spec);
     this.#cgroup = await createCgroup(`polar-${this.#ctx.sessionId}`, limits);
     if (hasLimits(limits) && !this.#cgroup) this.#ctx.log.warn({ limits }, "local runtime: cgroups unavailable, resource limits are not applied");
     this.#state = "started";
   }
 
-  #pickIsolation(): void {
+  #logIsolation(): void {
     if (this.#isolation === "none") {
       this.#ctx.log.info("local runtime: plain processes (isolation none requested)");
       return;
     }
-    this.#bwrap = probeBwrap();
     if (this.#bwrap) {
       const net = this.#privateNet() ? "private network, proxy via socket forwarder" : "shared network";
       this.#ctx.log.info({ bwrap: this.#bwrap }, `local runtime: bubblewrap isolation (${net})`);
@@ -100,7 +104,8 @@ export class LocalRuntime implements Runtime {
     return timed(this.#stats, opts.category, async () => {
       this.#assertUsable();
       const cwd = opts.cwd ? hostPath(this.workdir, opts.cwd) : this.workdir;
-      const env = baseEnv({ home: this.home, tools: this.#ctx.toolsDir, tmp: this.#tmp }, this.#spec.env, opts.env, { [MARKER_ENV]: this.id });
+      if (!existsSync(cwd)) return missingCwd(cwd);
+      const env = baseEnv({ home: this.home, tools: this.#ctx.toolsDir, tmp: this.#tmp }, this.#spec.env, opts.env, { [MARKER_ENV]: this.id, [GATEWAY_MARKER_ENV]: this.#ctx.gatewayId });
       const signal = opts.signal ? AbortSignal.any([opts.signal, this.#abort.signal]) : this.#abort.signal;
       let pid: number | undefined;
       try {
@@ -130,6 +135,8 @@ export class LocalRuntime implements Runtime {
             shareNet: !this.#privateNet(),
             proxySocket: this.#ctx.proxy.socketPath,
             readOnly: this.#ctx.toolsDir ? [this.#ctx.toolsDir] : [],
+            hide: process.env.HOME ? [process.env.HOME] : [],
+            socat: this.#socat,
           },
           command,
         )
@@ -174,7 +181,8 @@ export class LocalRuntime implements Runtime {
     if (this.#state === "stopped") return;
     this.#state = "stopped";
     for (const pid of this.#live) killTree(pid);
-    killMarked(MARKER_ENV, this.id); // background processes an exec left behind
+    const left = await killMarkedAndWait(MARKER_ENV, this.id); // background processes an exec left behind
+    if (left > 0) this.#ctx.log.warn({ left }, "local runtime: processes survived SIGKILL");
     await this.#cgroup?.remove();
   }
 
@@ -187,6 +195,11 @@ export class LocalRuntime implements Runtime {
   #assertUsable(): void {
     if (this.#state !== "started") throw runtimeError(`runtime ${this.id} is ${this.#state === "new" ? "not started" : "stopped"}`);
   }
+}
+
+/** As a container engine answers an exec in a missing directory: exit 126, nothing run. */
+function missingCwd(cwd: string): ExecResult {
+  return { stdout: "", stderr: `polar: cwd ${cwd} does not exist\n`, exitCode: 126, timedOut: false, cancelled: false, durationMs: 0 };
 }
 
 export const localRuntimeFactory: RuntimeFactory = {

@@ -87,6 +87,8 @@ export function killTree(pid: number): void {
 
 /** Every sandboxed host process carries this variable naming its runtime, so stop() finds strays. */
 export const MARKER_ENV = "POLAR_RUNTIME_ID";
+/** …and this one naming its gateway, so a restarted gateway reaps what it left behind. */
+export const GATEWAY_MARKER_ENV = "POLAR_GATEWAY_ID";
 
 /** Pids of live processes whose environment holds `name=value`. */
 export function markedProcesses(name: string, value: string): number[] {
@@ -115,6 +117,16 @@ export function killMarked(name: string, value: string): number {
     }
   }
   return pids.length;
+}
+
+/** Kills every marked process, then waits (up to `timeoutMs`) until none is left; resolves with how many remain. */
+export async function killMarkedAndWait(name: string, value: string, timeoutMs = 3000): Promise<number> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const left = killMarked(name, value);
+    if (left === 0 || performance.now() > deadline) return left;
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }
 
 function safeReaddir(dir: string): string[] {

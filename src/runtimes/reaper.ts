@@ -1,10 +1,13 @@
 /**
- * Removes the containers a gateway left behind (a crash, a kill -9): every
- * container labelled with this gateway's id, running or not. Called when a
- * gateway starts, before it takes sessions. Resolves with how many it removed.
+ * Removes what a gateway left behind (a crash, a kill -9), called when a
+ * gateway starts, before it takes sessions:
+ * - reapContainers: every container labelled with this gateway's id, running or not;
+ * - reapLocalProcesses: every host process a local runtime of this gateway started.
+ * Each resolves with how many it removed.
  */
 import type Dockerode from "dockerode";
 import { runtimeError } from "./common.ts";
+import { GATEWAY_MARKER_ENV, killMarkedAndWait, markedProcesses } from "./process.ts";
 
 export async function reapContainers(docker: Dockerode, gatewayId: string): Promise<number> {
   let list: Dockerode.ContainerInfo[];
@@ -15,4 +18,10 @@ export async function reapContainers(docker: Dockerode, gatewayId: string): Prom
   }
   const results = await Promise.allSettled(list.map((c) => docker.getContainer(c.Id).remove({ force: true, v: true })));
   return results.filter((r) => r.status === "fulfilled" || (r.reason as { statusCode?: number }).statusCode === 404).length;
+}
+
+export async function reapLocalProcesses(gatewayId: string): Promise<number> {
+  const found = markedProcesses(GATEWAY_MARKER_ENV, gatewayId).length;
+  await killMarkedAndWait(GATEWAY_MARKER_ENV, gatewayId);
+  return found;
 }

@@ -3,6 +3,7 @@
  * keys, context-length checks, token-level sampling and the timed emission
  * of tokens through the slot scheduler.
  */
+import { createHash } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { IncomingMessage } from "node:http";
 import { qwen3Tokenizer, type ChatTokenizer } from "../tokenizer/qwen3.ts";
@@ -15,7 +16,11 @@ import { randomPolicy } from "./policy/random.ts";
 import { scriptPolicy } from "./policy/script.ts";
 import type { Policy } from "./policy/types.ts";
 import type { PromptContext } from "./prompt-context.ts";
+import type { ToolMode } from "./qwen3-output.ts";
 import { Scheduler } from "./scheduler.ts";
+
+/** Bound on the prompt-arrival table (cleared when full). */
+const MAX_SEEN_PROMPTS = 100_000;
 
 export interface SampleParams {
   /** Policy named by the request (body `policy` or header), if any. */
@@ -31,6 +36,7 @@ export interface SampleParams {
   limit: number;
   stop: string[];
   ignoreEos: boolean;
+  toolMode?: ToolMode;
 }
 
 export class SimEngine {
@@ -39,6 +45,7 @@ export class SimEngine {
   readonly scheduler: Scheduler;
   readonly opts: Readonly<SimOptions>;
   readonly #policies: Record<PolicyName, Policy>;
+  readonly #seen = new Map<string, number>();
   policyVersion: string;
 
   constructor(opts: Readonly<SimOptions>) {
@@ -75,24 +82,41 @@ export class SimEngine {
     return maxTokens;
   }
 
+  /**
+   * The sampling identity of a request. With neither a request seed nor a
+   * session identity and `unkeyed: "arrival"`, the n-th arrival of the same
+   * prompt samples as "sample n": a group of identical sessions diverges, and
+   * a rerun of the same server and arrival order gives the same outputs.
+   */
+  identityFor(promptText: string, seed: number | null | undefined, identity: string | null): string | null {
+    if (seed != null || identity !== null || this.opts.unkeyed === "fixed") return identity;
+    const key = createHash("sha256").update(promptText).digest("base64");
+    const n = this.#seen.get(key) ?? 0;
+    if (this.#seen.size >= MAX_SEEN_PROMPTS) this.#seen.clear();
+    this.#seen.set(key, n + 1);
+    return `arrival:${n}`;
+  }
+
   sample(ctx: PromptContext, p: SampleParams): Generation {
     const policy = this.policyFor(p.policy, p.model);
     const key = [this.opts.seed, p.seed ?? null, p.identity ?? null, p.choice];
     const out = policy.sample({ ctx, key, maxTokens: p.maxTokens, ignoreEos: p.ignoreEos });
-    return toGeneration(this.tok, out, ctx.thinking, { maxTokens: p.limit, stop: p.stop });
+    return toGeneration(this.tok, out, ctx.thinking, { maxTokens: p.limit, stop: p.stop, toolMode: p.toolMode });
   }
 
   /**
-   * Holds a slot while "generating": waits time-to-first-token, then calls
-   * `emit(i)` for each token at its due time (one per-token delay apart).
+   * Holds a slot while "generating": waits time-to-first-token (plus prefill
+   * per prompt token), then calls `emit(i)` for each token at its due time
+   * (one per-token delay apart, stretched by the batch slowdown).
    * Rejects with the signal's reason if the client goes away.
    */
-  async run(gen: Generation, signal: AbortSignal, emit: (i: number) => void): Promise<void> {
+  async run(gen: Generation, signal: AbortSignal, emit: (i: number) => void, promptTokens = 0): Promise<void> {
     const lease = await this.scheduler.acquire(signal);
     try {
-      const start = performance.now();
+      const { ttftMs, perTokenMs, prefillMsPerToken, batchSlowdown } = this.opts;
+      let due = performance.now() + ttftMs + promptTokens * prefillMsPerToken;
       for (let i = 0; i < gen.ids.length; i++) {
-        const due = start + this.opts.ttftMs + i * this.opts.perTokenMs;
+        if (i > 0) due += perTokenMs * (1 + batchSlowdown * Math.max(0, this.scheduler.running - 1));
         const wait = due - performance.now();
         if (wait >= 1) await sleep(wait, undefined, { signal });
         signal.throwIfAborted();

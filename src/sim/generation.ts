@@ -8,7 +8,7 @@
  */
 import type { ChatTokenizer } from "../tokenizer/qwen3.ts";
 import type { PolicyOutput } from "./policy/types.ts";
-import { renderOutput } from "./qwen3-output.ts";
+import { renderOutput, type ToolMode } from "./qwen3-output.ts";
 
 export type FinishReason = "stop" | "length";
 
@@ -23,6 +23,7 @@ export interface Generation {
 export interface GenerationLimits {
   maxTokens: number;
   stop: string[];
+  toolMode?: ToolMode;
 }
 
 export function toGeneration(tok: ChatTokenizer, out: PolicyOutput, thinking: boolean, limits: GenerationLimits): Generation {
@@ -32,7 +33,7 @@ export function toGeneration(tok: ChatTokenizer, out: PolicyOutput, thinking: bo
     ids = out.ids;
     logprobs = out.logprobs;
   } else {
-    ids = tok.encode(renderOutput(out, thinking));
+    ids = tok.encode(renderOutput(out, thinking, limits.toolMode));
     const each = out.logprob / ids.length;
     logprobs = ids.map(() => each);
   }

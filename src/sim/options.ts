@@ -31,12 +31,22 @@ export const SimOptionsSchema = z.strictObject({
   ttftMs: z.number().min(0).default(0),
   /** Delay per generated token after the first. */
   perTokenMs: z.number().min(0).default(0),
+  /** Extra prefill time per prompt token (time to first token grows with the prompt). */
+  prefillMsPerToken: z.number().min(0).default(0),
+  /** Per-token delay grows by this fraction for each other running request (batching slows decoding). */
+  batchSlowdown: z.number().min(0).default(0),
   /** Max model length (prompt + completion), as vLLM's --max-model-len. */
   maxModelLen: z.number().int().min(16).default(40960),
   /** Default completion length of the random policy when the request sets no max_tokens. */
   randomTokens: z.number().int().min(1).default(64),
   /** Window for the windowed busy fraction and tokens/s in /metrics. */
   metricsWindowMs: z.number().int().min(100).default(10_000),
+  /**
+   * How requests with neither a seed nor a session identity sample: "fixed"
+   * (the same request always gets the same answer) or "arrival" (the n-th
+   * arrival of the same prompt samples as sample n, so identical sessions diverge).
+   */
+  unkeyed: z.enum(["fixed", "arrival"]).default("fixed"),
   /** Initial policy version stamped on every answer. */
   policyVersion: z.string().default("0"),
   /** Largest accepted request body. */

@@ -26,8 +26,22 @@ export interface ParsedOutput {
   toolCalls: ParsedToolCall[];
 }
 
-export function renderOutput(out: StructuredOutput, thinking: boolean): string {
+/**
+ * How tool calls are sampled: `auto` (Qwen's <tool_call> blocks, hermes-parsed),
+ * `none` (no parsing), `required` (vLLM's JSON-schema constraint: a JSON array
+ * of {name, parameters}) or a named function (the arguments object alone).
+ */
+export type ToolMode = "auto" | "none" | "required" | { name: string };
+
+export function renderOutput(out: StructuredOutput, thinking: boolean, mode: ToolMode = "auto"): string {
   let text = thinking ? `${THINK_START}\n${out.think ?? ""}\n${THINK_END}\n\n` : "";
+  if (typeof mode === "object") {
+    const call = out.toolCalls.find((c) => c.name === mode.name) ?? out.toolCalls[0];
+    return text + pyJson(call?.arguments ?? {}) + IM_END;
+  }
+  if (mode === "required" && out.toolCalls.length) {
+    return text + pyJson(out.toolCalls.map((c) => ({ name: c.name, parameters: c.arguments }))) + IM_END;
+  }
   text += out.content;
   out.toolCalls.forEach((call, i) => {
     if (i > 0 || out.content) text += "\n";
@@ -36,10 +50,12 @@ export function renderOutput(out: StructuredOutput, thinking: boolean): string {
   return text + IM_END;
 }
 
-/** Parses generated text (end-of-turn token excluded); `tools` = the request enables tool parsing. */
-export function parseOutput(text: string, tools: boolean): ParsedOutput {
+/** Parses generated text (end-of-turn token excluded) as vLLM does for the request's tool mode. */
+export function parseOutput(text: string, mode: ToolMode): ParsedOutput {
   const { reasoning, content } = splitReasoning(text);
-  if (!tools || content === null || !content.includes(TOOL_START)) return { reasoning, content, toolCalls: [] };
+  if (typeof mode === "object") return { reasoning, content: "", toolCalls: [{ name: mode.name, arguments: content ?? "" }] };
+  if (mode === "required") return parseRequired(reasoning, content);
+  if (mode === "none" || content === null || !content.includes(TOOL_START)) return { reasoning, content, toolCalls: [] };
   const calls = parseToolCalls(content);
   if (!calls) return { reasoning, content, toolCalls: [] };
   const before = content.slice(0, content.indexOf(TOOL_START));
@@ -54,6 +70,19 @@ export function splitReasoning(text: string): { reasoning: string | null; conten
   if (end < 0) return { reasoning: null, content: afterStart };
   const content = afterStart.slice(end + THINK_END.length);
   return { reasoning: afterStart.slice(0, end), content: content || null };
+}
+
+/** vLLM's "required" path: the content must be a JSON array of {name, parameters}. */
+function parseRequired(reasoning: string | null, content: string | null): ParsedOutput {
+  try {
+    const list = JSON.parse(content ?? "") as Array<{ name?: unknown; parameters?: unknown }>;
+    if (Array.isArray(list) && list.every((c) => c && typeof c.name === "string")) {
+      return { reasoning, content: "", toolCalls: list.map((c) => ({ name: c.name as string, arguments: pyJson(c.parameters ?? {}) })) };
+    }
+  } catch {
+    // Not a JSON list (the policy gave text, or max_tokens cut it): plain content.
+  }
+  return { reasoning, content, toolCalls: [] };
 }
 
 const TOOL_RE = /<tool_call>([\s\S]*?)<\/tool_call>|<tool_call>([\s\S]*)/g;

@@ -94,6 +94,11 @@ export class Scheduler {
     };
   }
 
+  /** Requests holding a slot now. */
+  get running(): number {
+    return this.#running;
+  }
+
   countPrompt(n: number): void {
     this.#promptTokens += n;
   }

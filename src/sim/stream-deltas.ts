@@ -34,11 +34,12 @@ export class DeltaTracker {
   #pendingRegion: Region = "none";
   #sent = 0;
 
-  constructor(tok: ChatTokenizer, gen: Generation, parsed: ParsedOutput, toolIds: string[]) {
+  /** `json`: tool calls are the whole answer after reasoning (required or named tool choice). */
+  constructor(tok: ChatTokenizer, gen: Generation, parsed: ParsedOutput, toolIds: string[], calls: "tags" | "json" = "tags") {
     this.#tok = tok;
     this.#parsed = parsed;
     this.#toolIds = toolIds;
-    const { regions, toolEnds } = classify(tok, gen.ids, parsed);
+    const { regions, toolEnds } = classify(tok, gen.ids, parsed, calls === "json" && parsed.toolCalls.length > 0);
     this.#regions = regions;
     this.#toolEnds = toolEnds;
   }
@@ -78,12 +79,13 @@ export class DeltaTracker {
   }
 }
 
-function classify(tok: ChatTokenizer, ids: readonly number[], parsed: ParsedOutput) {
+function classify(tok: ChatTokenizer, ids: readonly number[], parsed: ParsedOutput, jsonCalls: boolean) {
   const special = (s: string) => tok.encode(s)[0];
   const [thinkStart, thinkEnd, toolStart, toolEnd] = ["<think>", "</think>", "<tool_call>", "</tool_call>"].map(special);
   const regions: Region[] = [];
   const toolEnds = new Map<number, number>();
-  let state: Region = parsed.reasoning !== null ? "none" : "content";
+  const afterThink: Region = jsonCalls ? "tool" : "content";
+  let state: Region = parsed.reasoning !== null ? "none" : afterThink;
   let thinkDone = parsed.reasoning === null;
   let calls = 0;
   for (let i = 0; i < ids.length; i++) {
@@ -94,7 +96,7 @@ function classify(tok: ChatTokenizer, ids: readonly number[], parsed: ParsedOutp
       state = "reasoning";
     } else if (!thinkDone && id === thinkEnd && state === "reasoning") {
       regions.push("none");
-      state = "content";
+      state = afterThink;
       thinkDone = true;
     } else if (state === "content" && parsed.toolCalls.length && id === toolStart) {
       regions.push("tool");

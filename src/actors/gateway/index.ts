@@ -6,6 +6,7 @@
  * messages are redelivered to other gateways as new attempts), drain.
  */
 import { randomBytes } from "node:crypto";
+import { existsSync } from "node:fs";
 import { mkdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -23,6 +24,8 @@ import { TaskStore } from "../supervisor/task-store.ts";
 import { CaptureRegistry } from "./capture.ts";
 import type { GatewayContext, GatewayRegistries } from "./context.ts";
 import { Pipeline, type StageLimits } from "./pipeline.ts";
+import { reapLeftovers } from "./reap.ts";
+import { toolsDir } from "../../tools/paths.ts";
 
 export interface GatewayDeps {
   nc: NatsConnection;
@@ -40,6 +43,7 @@ export interface GatewayOptions {
   defaultRuntime?: Partial<RuntimeSpec>;
   /** Host directory for session files (default: a temporary directory). */
   workRoot?: string;
+  /** Pinned harness CLIs, mounted read-only into sandboxes (default: the tools cache when it exists). */
   toolsDir?: string;
   keepSessionDirs?: boolean;
   infra?: InfraOptions;
@@ -60,6 +64,7 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
   const infraOpts = { ...DEFAULT_INFRA, ...opts.infra };
   const infra = await openInfra(deps.nc, infraOpts);
   const durable = await ensureDispatchConsumer(infra.jsm, pool, infraOpts);
+  await reapLeftovers(nodeId, log);
   const workRoot = opts.workRoot ?? join(tmpdir(), `polar-${nodeId}`);
   await mkdir(workRoot, { recursive: true });
   const capture = new CaptureRegistry();
@@ -86,7 +91,7 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
     proxyEndpoint: { url: proxy.url, socketPath: proxy.socketPath },
     defaultRuntime: { backend: "local", ...opts.defaultRuntime },
     workRoot,
-    toolsDir: opts.toolsDir,
+    toolsDir: opts.toolsDir ?? (existsSync(toolsDir()) ? toolsDir() : undefined),
     keepSessionDirs: opts.keepSessionDirs ?? false,
     builderDeps: () => ({ tokenizer: (tokenizer ??= qwen3Tokenizer()) }),
     emit,

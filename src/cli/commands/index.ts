@@ -4,8 +4,9 @@ import { register as supervisor } from "./supervisor.ts";
 import { register as gateway } from "./gateway.ts";
 import { register as submit } from "./submit.ts";
 import { register as status } from "./status.ts";
+import { register as sim } from "./sim.ts";
 import { register as build } from "./build.ts";
 import { register as verify } from "./verify.ts";
 import { register as tools } from "./tools.ts";
 
-export const commands: Array<(program: Command) => void> = [up, supervisor, gateway, submit, status, build, verify, tools];
+export const commands: Array<(program: Command) => void> = [up, supervisor, gateway, submit, status, sim, build, verify, tools];

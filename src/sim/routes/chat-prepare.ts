@@ -8,7 +8,7 @@ import { requestIdentity, type SimEngine } from "../engine.ts";
 import { outputText, type Generation } from "../generation.ts";
 import { badRequest } from "../http.ts";
 import { readPrompt } from "../prompt-context.ts";
-import { parseOutput, type ParsedOutput } from "../qwen3-output.ts";
+import { parseOutput, type ParsedOutput, type ToolMode } from "../qwen3-output.ts";
 import { ChatRequestSchema, parseRequest, stopList, type ChatRequest } from "./request-fields.ts";
 
 export interface ChatChoice {
@@ -17,6 +17,7 @@ export interface ChatChoice {
   parsed: ParsedOutput;
   toolIds: string[];
   finishReason: "stop" | "length" | "tool_calls";
+  toolMode: ToolMode;
 }
 
 export interface PreparedChat {
@@ -40,8 +41,8 @@ export function prepareChat(engine: SimEngine, http: IncomingMessage, body: unkn
   const limit = engine.checkContext(promptIds.length, explicit);
   engine.scheduler.countPrompt(promptIds.length);
   const ctx = readPrompt(text);
-  const toolParse = Boolean(req.tools?.length) && (req.tool_choice == null || req.tool_choice !== "none");
-  const identity = requestIdentity(http, req as Record<string, unknown>);
+  const toolMode = toolModeOf(req);
+  const identity = engine.identityFor(text, req.seed, requestIdentity(http, req as Record<string, unknown>));
   const policy = (http.headers["x-sim-policy"] as string | undefined) ?? req.policy ?? undefined;
   const choices: ChatChoice[] = [];
   for (let index = 0; index < (req.n ?? 1); index++) {
@@ -55,11 +56,12 @@ export function prepareChat(engine: SimEngine, http: IncomingMessage, body: unkn
       limit,
       stop: stopList(req.stop),
       ignoreEos: Boolean(req.ignore_eos),
+      toolMode,
     });
-    const parsed = parseOutput(outputText(engine.tok, gen), toolParse);
+    const parsed = parseOutput(outputText(engine.tok, gen), toolMode);
     const toolIds = parsed.toolCalls.map(() => `chatcmpl-tool-${randomUUID().replace(/-/g, "")}`);
-    const finishReason = gen.finish === "stop" && parsed.toolCalls.length ? "tool_calls" : gen.finish;
-    choices.push({ index, gen, parsed, toolIds, finishReason });
+    const finishReason = gen.finish === "stop" && parsed.toolCalls.length && typeof toolMode !== "object" ? "tool_calls" : gen.finish;
+    choices.push({ index, gen, parsed, toolIds, finishReason, toolMode });
   }
   return { req, promptIds, choices, sglang };
 }
@@ -77,4 +79,18 @@ function renderPrompt(engine: SimEngine, req: ChatRequest): string {
   } catch (err) {
     throw badRequest(`the chat template could not render the messages: ${(err as Error).message}`, "messages");
   }
+}
+
+/** The request's tool mode; tool parsing needs tools in the request, as with vLLM's auto tool choice. */
+function toolModeOf(req: ChatRequest): ToolMode {
+  if (!req.tools?.length) return "none";
+  const tc = req.tool_choice;
+  if (tc == null || tc === "auto") return "auto";
+  if (tc === "none" || tc === "required") return tc;
+  const name = typeof tc === "object" ? (tc.function as { name?: unknown } | undefined)?.name : undefined;
+  if (typeof name !== "string") throw badRequest(`unsupported tool_choice ${JSON.stringify(tc)}`, "tool_choice");
+  if (!req.tools.some((t) => (t.function as { name?: unknown } | undefined)?.name === name)) {
+    throw badRequest(`tool_choice names ${JSON.stringify(name)}, which is not in tools`, "tool_choice");
+  }
+  return { name };
 }

@@ -16,7 +16,7 @@ export async function handleChat(engine: SimEngine, http: IncomingMessage, res: 
   const meta = { id: `chatcmpl-${randomUUID().replace(/-/g, "")}`, created: Math.floor(Date.now() / 1000), model: chat.req.model ?? engine.opts.modelName };
   if (chat.req.stream) return streamChat(engine, res, chat, meta, signal);
   const started = performance.now();
-  await Promise.all(chat.choices.map((c) => engine.run(c.gen, signal, () => {})));
+  await Promise.all(chat.choices.map((c) => engine.run(c.gen, signal, () => {}, chat.promptIds.length)));
   const version = engine.policyVersion;
   sendJson(res, 200, chatResponse(engine, chat, meta, version, (performance.now() - started) / 1000), { "x-policy-version": version });
 }
@@ -83,6 +83,7 @@ function sglangMeta(engine: SimEngine, chat: PreparedChat, c: ChatChoice, meta: 
     cached_tokens: 0,
     weight_version: version,
     e2e_latency: latency,
+    output_token_logprobs: chat.req.logprobs ? c.gen.ids.map((id, i) => [c.gen.logprobs[i], id, engine.tok.tokenText(id)]) : undefined,
   };
 }
 
@@ -106,7 +107,7 @@ async function streamChat(engine: SimEngine, res: ServerResponse, chat: Prepared
   }
   await Promise.all(
     chat.choices.map((c) => {
-      const tracker = new DeltaTracker(engine.tok, c.gen, c.parsed, c.toolIds);
+      const tracker = new DeltaTracker(engine.tok, c.gen, c.parsed, c.toolIds, c.toolMode === "auto" || c.toolMode === "none" ? "tags" : "json");
       return engine.run(c.gen, signal, (i) => {
         const last = i === c.gen.ids.length - 1;
         const choice: Record<string, unknown> = {
@@ -118,7 +119,7 @@ async function streamChat(engine: SimEngine, res: ServerResponse, chat: Prepared
         if (last) choice.stop_reason = c.gen.stopReason;
         if (req.return_token_ids) choice.token_ids = [c.gen.ids[i]];
         chunk([choice]);
-      });
+      }, chat.promptIds.length);
     }),
   );
   if (req.stream_options?.include_usage) {

@@ -20,7 +20,7 @@ export async function handleCompletions(engine: SimEngine, http: IncomingMessage
   const limit = engine.checkContext(promptIds.length, explicit, "prompt");
   engine.scheduler.countPrompt(promptIds.length);
   const ctx = readPrompt(promptText);
-  const identity = requestIdentity(http, req as Record<string, unknown>);
+  const identity = engine.identityFor(promptText, req.seed, requestIdentity(http, req as Record<string, unknown>));
   const policy = (http.headers["x-sim-policy"] as string | undefined) ?? req.policy ?? undefined;
   const gens = Array.from({ length: req.n ?? 1 }, (_, choice) =>
     engine.sample(ctx, { policy, model: req.model ?? undefined, seed: req.seed, identity, choice, maxTokens: explicit, limit, stop: stopList(req.stop), ignoreEos: Boolean(req.ignore_eos) }),
@@ -28,7 +28,7 @@ export async function handleCompletions(engine: SimEngine, http: IncomingMessage
   const meta = { id: `cmpl-${randomUUID().replace(/-/g, "")}`, object: "text_completion", created: Math.floor(Date.now() / 1000), model: req.model ?? engine.opts.modelName };
   const version = engine.policyVersion;
   if (req.stream) return streamCompletions(engine, res, req, gens, promptIds, meta, signal);
-  await Promise.all(gens.map((g) => engine.run(g, signal, () => {})));
+  await Promise.all(gens.map((g) => engine.run(g, signal, () => {}, promptIds.length)));
   const completion = gens.reduce((a, g) => a + g.ids.length, 0);
   sendJson(
     res,
@@ -111,7 +111,7 @@ async function streamCompletions(
           if (i === 0) choice.prompt_token_ids = promptIds;
         }
         sse.write({ ...meta, choices: [choice], policy_version: version });
-      });
+      }, promptIds.length);
     }),
   );
   if (req.stream_options?.include_usage) {

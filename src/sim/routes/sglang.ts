@@ -54,7 +54,7 @@ export async function handleGenerate(engine: SimEngine, http: IncomingMessage, r
       : engine.sample(readPrompt(promptText), {
           policy: (http.headers["x-sim-policy"] as string | undefined) ?? req.policy ?? undefined,
           seed: sp.seed,
-          identity: requestIdentity(http, req as Record<string, unknown>),
+          identity: engine.identityFor(promptText, sp.seed, requestIdentity(http, req as Record<string, unknown>)),
           choice: 0,
           maxTokens: explicit,
           limit,
@@ -65,10 +65,10 @@ export async function handleGenerate(engine: SimEngine, http: IncomingMessage, r
   const answer = (upTo: number) => generateBody(engine, req, gen, upTo, promptIds, rid, (performance.now() - started) / 1000);
   if (req.stream) {
     const sse = startSse(res, { "x-policy-version": engine.policyVersion });
-    await engine.run(gen, signal, (i) => sse.write(answer(i + 1)));
+    await engine.run(gen, signal, (i) => sse.write(answer(i + 1)), promptIds.length);
     return sse.end();
   }
-  await engine.run(gen, signal, () => {});
+  await engine.run(gen, signal, () => {}, promptIds.length);
   sendJson(res, 200, answer(gen.ids.length), { "x-policy-version": engine.policyVersion });
 }
 

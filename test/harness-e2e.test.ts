@@ -1,0 +1,207 @@
+/**
+ * Each real harness CLI, unmodified, through the whole system: supervisor,
+ * gateway, capturing proxy, the sim following a playbook, the local runtime
+ * (bubblewrap with a private network whose only way out is the proxy's Unix
+ * socket). The CLIs run concurrently. Each one must run the playbook's two
+ * shell commands (the second reads what the first wrote), finish COMPLETED,
+ * and leave a trajectory whose every call carries the sim's own prompt and
+ * response ids, recorded under the harness's own API type. Every connect()
+ * the CLI's process tree makes is recorded with strace and must go to the
+ * gateway.
+ */
+import { spawnSync } from "node:child_process";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { request } from "../src/nats/messages.ts";
+import type { SessionResult } from "../src/protocol/schemas.ts";
+import { SUBJECTS } from "../src/protocol/subjects.ts";
+import { installTools } from "../src/tools/install.ts";
+import { toolsDir } from "../src/tools/paths.ts";
+import { findPin } from "../src/tools/pins.ts";
+import {
+  expectEveryCallInTrajectory, expectOnlyGateway, expectRecordsFromSim, parseConnects, readSessionFile, traceOf, waitTask, writeConnectShim, writePlaybook,
+} from "./harness-e2e-helpers.ts";
+import { startTestSystem, type TestSystem } from "./helpers/system.ts";
+
+interface Case {
+  id: string;
+  harness: string;
+  settings?: Record<string, unknown>;
+  api: "anthropic" | "openai_responses" | "google" | "openai_chat";
+  /** The kind of side call this harness makes on its own, if any. */
+  side?: string;
+  /**
+   * Why this CLI's agent loop cannot be one token-prefix chain, if it cannot.
+   * Gemini CLI sends a turn's thought text back only as a thoughtSignature, so
+   * the re-rendered history lacks the sampled reasoning and each call's prompt
+   * diverges from the previous one at the assistant turn.
+   */
+  splitChain?: string;
+  /** The CLI has no MCP client (the adapter refuses MCP servers). */
+  noMcp?: boolean;
+}
+
+const MCP_SERVER = fileURLToPath(new URL("./harness-mcp-server.mjs", import.meta.url));
+const SKILL = "polar-marker-skill";
+
+const CASES: Case[] = [
+  { id: "claude", harness: "claude_code", api: "anthropic" },
+  { id: "codex", harness: "codex", api: "openai_responses" },
+  { id: "gemini", harness: "gemini_cli", api: "google", splitChain: "thoughts are not echoed" },
+  { id: "qwen", harness: "qwen_code", api: "openai_chat" },
+  { id: "opencode_chat", harness: "opencode", settings: { api: "chat" }, api: "openai_chat", side: "title" },
+  { id: "opencode_responses", harness: "opencode", settings: { api: "responses" }, api: "openai_responses", side: "title" },
+  { id: "opencode_anthropic", harness: "opencode", settings: { api: "anthropic" }, api: "anthropic", side: "title" },
+  { id: "pi_chat", harness: "pi", settings: { api: "chat" }, api: "openai_chat", noMcp: true },
+  { id: "pi_responses", harness: "pi", settings: { api: "responses" }, api: "openai_responses", noMcp: true },
+  { id: "pi_anthropic", harness: "pi", settings: { api: "anthropic" }, api: "anthropic", noMcp: true },
+  { id: "pi_google", harness: "pi", settings: { api: "google" }, api: "google", noMcp: true },
+];
+
+const TOOLS = toolsDir();
+let sys: TestSystem;
+let root: string;
+let workRoot: string;
+let proxyPort: number;
+
+beforeAll(async () => {
+  if (spawnSync("strace", ["-V"]).status !== 0) throw new Error("the harness tests record connects with strace: install it (Debian package strace)");
+  // Idempotent: a no-op when the pinned CLIs are already in the cache (CI installs them first).
+  await installTools({ names: [...new Set(CASES.map((c) => c.harness))] });
+  root = await mkdtemp(join(tmpdir(), "polar-e2e-"));
+  workRoot = join(root, "work");
+  await mkdir(join(root, "skills", SKILL), { recursive: true });
+  await writeFile(join(root, "skills", SKILL, "SKILL.md"), `---\nname: ${SKILL}\ndescription: Use when asked about polar markers.\n---\n\nSay "marker".\n`);
+  // Claude Code's system prompt and 24 tools come to ~50k tokens: serve a 128k context like Qwen3 with YaRN.
+  sys = await startTestSystem({ playbookPath: await writePlaybook(root), maxModelLen: 131_072 });
+  await sys.startSupervisor();
+  const gw = await sys.startGateway({
+    nodeId: "gw-harness-e2e",
+    toolsDir: TOOLS,
+    workRoot,
+    keepSessionDirs: true,
+    limits: { maxInitWorkers: 16, maxRunWorkers: 16, maxPostrunWorkers: 8 },
+  });
+  proxyPort = Number(new URL(gw.proxyUrl).port);
+}, 600_000);
+
+afterAll(async () => {
+  await sys?.stop();
+  if (root && !process.env.POLAR_E2E_KEEP) await rm(root, { recursive: true, force: true });
+});
+
+async function runTask(task: Record<string, unknown>, timeoutMs: number): Promise<SessionResult> {
+  await request(sys.client, SUBJECTS.api.submit, task);
+  const st = await waitTask(sys, task.task_id as string, timeoutMs);
+  expect(st.results).toHaveLength(1);
+  return st.results[0];
+}
+
+describe.concurrent("harnesses end to end (local runtime)", () => {
+  for (const c of CASES) {
+    it(`${c.id}: runs the playbook, completes, and every call is in the trajectory as ${c.api}`, async () => {
+      const bin = findPin(c.harness)!.bin;
+      const shim = await writeConnectShim(join(root, "shims", c.id), bin);
+      const tag = `tag_${c.id}`;
+      // Shell metacharacters, quotes, a newline and a leading dash: it must reach the model byte for byte.
+      const instruction = `-E2E-TASK ${tag}: follow the steps you're given; don't "stop" before $HOME/\`e2e\` is written.\nThat's all.`;
+      const r = await runTask(
+        {
+          task_id: `e2e-${c.id.replaceAll("_", "-")}`,
+          instruction,
+          timeout_seconds: 240,
+          runtime: { backend: "local", prepare: [{ type: "upload_file", source: shim, target: `.netcheck/${bin}` }] },
+          agent: {
+            harness: c.harness,
+            model_name: "Qwen/Qwen3-8B",
+            settings: { ...c.settings, bin: `./.netcheck/${bin}` },
+            mcp_servers: c.noMcp ? [] : [{ name: "probe", transport: "stdio", command: "node", args: [MCP_SERVER] }],
+            skills_path: join(root, "skills"),
+          },
+          builder: { strategy: "prefix_merging" },
+          evaluator: { strategy: "session_completed" },
+        },
+        240_000,
+      );
+      const logs = r.agent_result?.metadata;
+      expect(r.status, `${r.error}\n${JSON.stringify(logs)}`).toBe("COMPLETED");
+      expect(r.agent_result?.status).toBe("completed");
+      expect(r.timing.agent_exec_ms).toBeGreaterThan(0);
+      // The CLI's output log, with the final answer the sim gave it, is in the result and on disk.
+      expect(String(r.agent_result?.metadata.stdout_tail)).toContain("e2e/second.txt is written");
+      expect(await readFile(join(workRoot, `${r.session_id}.a${r.attempt}`, "logs", "agent", "step.00.stdout.log"), "utf8")).toContain("e2e/second.txt is written");
+
+      // The playbook's commands ran in the workspace, the second on the first one's output.
+      expect(await readSessionFile(workRoot, r, "e2e/first.txt")).toBe(`${tag}\n`);
+      expect(await readSessionFile(workRoot, r, "e2e/second.txt")).toBe(`${tag.toUpperCase()}\n`);
+
+      // Every captured call, in the harness's own API, with the sim's ids.
+      const records = r.completion_session!.completions;
+      expect(records.every((x) => x.api_type === c.api)).toBe(true);
+      expect(r.completion_session!.api_type).toBe(c.api);
+      const policy = records.filter((x) => x.metadata.completion_role !== "side");
+      const side = records.filter((x) => x.metadata.completion_role === "side");
+      expect(policy.length).toBeGreaterThanOrEqual(3);
+      if (c.side) expect(side.map((x) => x.metadata.side_kind)).toContain(c.side);
+      else expect(side).toEqual([]);
+      expectRecordsFromSim(sys, r);
+      expectEveryCallInTrajectory(r);
+      expect(JSON.stringify(policy[0].request.messages)).toContain(JSON.stringify(instruction).slice(1, -1));
+      // The MCP server's tool and the skill were registered: the CLI offers them to the model.
+      const sent = JSON.stringify(policy[0].original_request);
+      if (!c.noMcp) expect(sent).toContain("polarmarker_echo");
+      expect(sent).toContain(SKILL);
+      // Under prefix_merging the agent loop is one chain, one trace; side calls stay out of it.
+      const main = traceOf(r, policy[0].completion_id);
+      if (c.splitChain) {
+        const starts = (r.trajectory.metadata.reconstruction_stats as { chain_starts: { completion_id: string; reason: string }[] }).chain_starts;
+        expect(policy.map((x) => starts.find((st) => st.completion_id === x.completion_id)?.reason)).toEqual(
+          policy.map((_, i) => (i === 0 ? "first" : "diverged_from_tip")),
+        );
+      } else {
+        expect(policy.map((x) => traceOf(r, x.completion_id))).toEqual(policy.map(() => main));
+      }
+      for (const x of side) {
+        const t = r.trajectory.traces[traceOf(r, x.completion_id)];
+        expect(traceOf(r, x.completion_id)).not.toBe(main);
+        expect(t.metadata.completion_role).toBe("side");
+      }
+      expect(r.trajectory.traces[main].loss_mask.filter((m) => m === 1).length).toBeGreaterThan(0);
+
+      // Nothing but the gateway was contacted.
+      const log = await readSessionFile(workRoot, r, `.netcheck/connect.log`);
+      expectOnlyGateway(parseConnects(log), proxyPort);
+    }, 300_000);
+  }
+
+  it("a harness that hangs is killed at its agent budget and its captured calls become a partial trajectory", async () => {
+    const started = Date.now();
+    const r = await runTask(
+      {
+        task_id: "e2e-hang",
+        instruction: "E2E-HANG tag_hang: do the work.",
+        timeout_seconds: 120,
+        metadata: { agent_timeout: 12 },
+        runtime: { backend: "local" },
+        agent: { harness: "pi", model_name: "Qwen/Qwen3-8B", settings: { api: "chat" } },
+        builder: { strategy: "per_request" },
+        evaluator: { strategy: "session_completed" },
+      },
+      120_000,
+    );
+    expect(r.status).toBe("TIMEOUT");
+    expect(r.agent_result).toMatchObject({ status: "timeout", return_code: -1, metadata: { timeout_source: "agent", timeout_stage: "exec" } });
+    expect(Date.now() - started).toBeLessThan(60_000);
+    expect(r.timing.agent_exec_ms).toBeGreaterThanOrEqual(11_000);
+    // The first command ran; the second (sleep 600) was the one killed.
+    expect(await readSessionFile(workRoot, r, "e2e/started.txt")).toBe("tag_hang\n");
+    const records = r.completion_session!.completions;
+    expect(records).toHaveLength(2);
+    expect(r.trajectory.traces).toHaveLength(2);
+    expectRecordsFromSim(sys, r);
+    expectEveryCallInTrajectory(r);
+  }, 150_000);
+});
