@@ -105,6 +105,8 @@ describe("spine: supervisor and gateway on NATS JetStream", () => {
       expect(r.agent_result?.status).toBe("completed");
     }
     expect(expectTracesFromUpstream(sys, st.results)).toBe(8);
+    // the samples of a group are told apart upstream (the proxy sends the session id), so they differ
+    expect(new Set(st.results.map((r) => JSON.stringify(r.trajectory.traces[0].response_ids))).size).toBeGreaterThan(1);
     await new Promise((r) => setTimeout(r, 300));
     await sub.drain();
     expect(received).toHaveLength(8);

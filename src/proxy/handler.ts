@@ -95,7 +95,8 @@ async function generate(d: HandlerDeps, res: ServerResponse, g: Generation): Pro
   };
   res.once("close", onClose);
   try {
-    const reply = await d.upstream.post("/v1/chat/completions", payload, abort.signal);
+    // The session id lets a sampling server tell the samples of a group apart (engines ignore the header).
+    const reply = await d.upstream.post("/v1/chat/completions", payload, abort.signal, { "x-polar-session-id": session.sessionId });
     const seq = nextSeq();
     // A session that left RUNNING while the engine worked (cancelled, timed out, superseded) gets no record.
     authenticate(d.sessions, g.credential);

@@ -42,15 +42,15 @@ export class UpstreamPool {
   }
 
   /** POSTs JSON to `<upstream base><path>` (path like `/v1/chat/completions`); resolves with the parsed 2xx body. */
-  async post(path: string, payload: string, signal?: AbortSignal): Promise<UpstreamReply> {
+  async post(path: string, payload: string, signal?: AbortSignal, headers: Record<string, string> = {}): Promise<UpstreamReply> {
     const first = this.pick();
     try {
-      return await this.send(first, path, payload, signal);
+      return await this.send(first, path, payload, signal, headers);
     } catch (err) {
       if (!isConnectError(err) || this.targets.length < 2 || signal?.aborted) throw mapTransportError(err, first.url);
       const second = this.pick(first);
       try {
-        return await this.send(second, path, payload, signal);
+        return await this.send(second, path, payload, signal, headers);
       } catch (err2) {
         throw mapTransportError(err2, second.url);
       }
@@ -78,14 +78,14 @@ export class UpstreamPool {
     return best ?? this.targets[0];
   }
 
-  private async send(t: Target, path: string, payload: string, signal?: AbortSignal): Promise<UpstreamReply> {
+  private async send(t: Target, path: string, payload: string, signal: AbortSignal | undefined, extra: Record<string, string>): Promise<UpstreamReply> {
     const t0 = performance.now();
     t.outstanding++;
     try {
       const res = await t.pool.request({
         path: t.prefix + path,
         method: "POST",
-        headers: { "content-type": "application/json", accept: "application/json" },
+        headers: { "content-type": "application/json", accept: "application/json", ...extra },
         body: payload,
         headersTimeout: this.opts.timeoutMs,
         bodyTimeout: this.opts.timeoutMs,

@@ -3,7 +3,7 @@
  * so a test can compare what the inference server returned with what the
  * system captured and built.
  */
-import { createServer } from "node:http";
+import { createServer, type IncomingHttpHeaders } from "node:http";
 import { listen, closeServer, readBody } from "../../src/util/http.ts";
 
 export interface Exchange {
@@ -25,7 +25,7 @@ export async function startRecordingUpstream(target: string): Promise<RecordingU
     const body = await readBody(req, 64 * 1024 * 1024);
     const upstream = await fetch(`${target}${req.url}`, {
       method: req.method,
-      headers: { "content-type": "application/json" },
+      headers: forwardable(req.headers),
       body: req.method === "GET" ? undefined : body,
     });
     const text = await upstream.text();
@@ -37,6 +37,14 @@ export async function startRecordingUpstream(target: string): Promise<RecordingU
   });
   const port = await listen(server, 0, "127.0.0.1");
   return { url: `http://127.0.0.1:${port}`, exchanges, stop: () => closeServer(server) };
+}
+
+function forwardable(h: IncomingHttpHeaders): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(h)) {
+    if (typeof v === "string" && !["host", "content-length", "connection", "transfer-encoding"].includes(k)) out[k] = v;
+  }
+  return out;
 }
 
 function safeJson(text: string): Record<string, unknown> {
