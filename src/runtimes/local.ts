@@ -19,6 +19,7 @@ import { FORWARDER_PORT, baseEnv, limitsOf, runtimeError } from "./common.ts";
 import { assertInside, copyPath, hostPath, readHostFile, writeHostFile } from "./local-files.ts";
 import { GATEWAY_MARKER_ENV, MARKER_ENV, killMarkedAndWait, killTree, runProcess } from "./process.ts";
 import { ExecStatsRecorder, timed } from "./stats.ts";
+import { REPO_ROOT } from "../tools/paths.ts";
 import type { ExecOptions, ExecResult, ExecStats, Runtime, RuntimeContext, RuntimeFactory } from "./types.ts";
 
 /** `spec.kwargs.isolation`: "auto" (bwrap when it works), "bwrap" (required) or "none". */
@@ -134,7 +135,8 @@ export class LocalRuntime implements Runtime {
             cwd,
             shareNet: !this.#privateNet(),
             proxySocket: this.#ctx.proxy.socketPath,
-            readOnly: this.#ctx.toolsDir ? [this.#ctx.toolsDir] : [],
+            // polar's own installation (scripts a task names, the forwarder) shows read-only, wherever it lives.
+            readOnly: [REPO_ROOT, ...(this.#ctx.toolsDir ? [this.#ctx.toolsDir] : [])],
             hide: process.env.HOME ? [process.env.HOME] : [],
             socat: this.#socat,
           },
