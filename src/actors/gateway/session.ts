@@ -47,6 +47,8 @@ export class SessionAttempt {
   #runtime?: Runtime;
   #credential = "";
   #error: string | null = null;
+  /** The status a failure (#error) gives the trajectory: TIMEOUT for an exhausted budget. */
+  #errorStatus: "ERROR" | "TIMEOUT" = "ERROR";
   #agent: AgentRunResult | null = null;
   #marks: Record<string, number> = {};
 
@@ -286,8 +288,6 @@ export class SessionAttempt {
     }
     return trajectory;
   }
-
-  #errorStatus: "ERROR" | "TIMEOUT" = "ERROR";
 
   /** Runs the evaluator; returns true when it timed out. */
   async #evaluate(trajectory: Trajectory): Promise<boolean> {
