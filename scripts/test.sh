@@ -23,4 +23,12 @@ if [ "${POLAR_SKIP_TOOLS:-}" != "1" ]; then
   node bin/polar.js tools install
 fi
 npx tsc --noEmit -p .
-exec npx vitest run "$@"
+mkdir -p .polar
+status=0
+npx vitest run --reporter=default --reporter=json --outputFile.json=.polar/test-results.json "$@" || status=$?
+# One plain closing line with the counts.
+node -e '
+  const r = JSON.parse(require("fs").readFileSync(".polar/test-results.json", "utf8"));
+  console.log(`${r.numPassedTests} passed, ${r.numFailedTests} failed, ${r.numPendingTests + r.numTodoTests} skipped`);
+' || true
+exit $status
