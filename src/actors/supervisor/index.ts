@@ -18,6 +18,7 @@ import { actorHandle, type ActorHandle } from "../lifecycle.ts";
 import { DEFAULT_CALLBACK, postCallback, type CallbackOptions } from "./callback.ts";
 import { createApiServer } from "./http.ts";
 import { consumeResults } from "./results.ts";
+import { followDeadLetters } from "./dead-letters.ts";
 import { TaskStore, type TaskRecord } from "./task-store.ts";
 import { TaskService, type LiveState, type SpecChecker } from "./tasks.ts";
 
@@ -74,6 +75,7 @@ export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOpti
     serveRequests(deps.nc, SUBJECTS.api.cancel, (b) => tasks.cancel(b), log),
     serveRequests(deps.nc, SUBJECTS.api.status, () => tasks.status(), log),
     followSessions(deps.nc, live, log),
+    followDeadLetters(deps.nc, infra, log),
   ];
   const consuming = consumeResults({ infra, store, log, onTaskDone, emit }, abort.signal).catch((err) => {
     if (!abort.signal.aborted) log.error({ err }, "results consumer stopped");
