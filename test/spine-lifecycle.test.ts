@@ -104,6 +104,21 @@ describe("session lifecycle", () => {
     expect(r.agent_result?.metadata.stderr_tail).toBe("to-stderr\n");
   });
 
+  it("scores sessions with the command evaluator run in the agent's runtime", async () => {
+    const check = (reward_from?: string) => ({ strategy: "command", config: { command: "grep -q heads coin.txt && echo 1 || echo 0.25", ...(reward_from ? { reward_from } : {}) } });
+    await request(sys.client, SUBJECTS.api.submit, task("coin-heads", `TURNS=1 node ${JSON.stringify(CLIENT)} && echo heads > coin.txt`, { evaluator: check() }));
+    await request(sys.client, SUBJECTS.api.submit, task("coin-tails", `TURNS=1 node ${JSON.stringify(CLIENT)} && echo tails > coin.txt`, { evaluator: check("stdout") }));
+    const heads = (await waitDone(sys, "coin-heads")).results[0];
+    const tails = (await waitDone(sys, "coin-tails")).results[0];
+    expect(heads.trajectory.metadata.evaluation).toMatchObject({ strategy: "command", outcome_reward: 1, exit_code: 0 });
+    expect(tails.trajectory.metadata.evaluation).toMatchObject({ strategy: "command", outcome_reward: 0.25, stdout_tail: "0.25\n" });
+    expect(heads.trajectory.traces.map((t) => t.reward)).toEqual([1]);
+    expect(tails.trajectory.traces.map((t) => t.reward)).toEqual([0.25]);
+    const bad = (await request(sys.client, SUBJECTS.api.submit, task("coin-bad", "true", { evaluator: { strategy: "command", config: { cmd: "x" } } })).catch((e) => e)) as { code: string; message: string };
+    expect(bad.code).toBe("validation");
+    expect(bad.message).toMatch(/evaluator\.config/);
+  });
+
   it("records a failing prepare step as ERROR without running the agent", async () => {
     const t = task("bad-prepare", "touch ran", {
       runtime: { backend: "local", prepare: [{ type: "exec", command: "exit 3", max_attempts: 2 }] },
