@@ -117,8 +117,9 @@ function followSessions(nc: NatsConnection, live: Map<string, LiveState>, log: L
       if (err) return log.warn({ err }, "session event subscription failed");
       try {
         const ev = decode(msg.data) as { session_id: string; status: LiveState["status"]; attempt: number; node_id?: string };
-        if (TERMINAL_STATUSES.has(ev.status)) live.delete(ev.session_id);
-        else live.set(ev.session_id, { status: ev.status, attempt: ev.attempt, node_id: ev.node_id ?? null });
+        live.set(ev.session_id, { status: ev.status, attempt: ev.attempt, node_id: ev.node_id ?? null });
+        // A finished session's result lands within moments; then the durable summary speaks for it.
+        if (TERMINAL_STATUSES.has(ev.status)) setTimeout(() => live.delete(ev.session_id), 60_000).unref();
       } catch (e) {
         log.warn({ err: e }, "malformed session event");
       }
