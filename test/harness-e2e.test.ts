@@ -15,8 +15,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
 import { request } from "../src/nats/messages.ts";
-import type { SessionResult } from "../src/protocol/schemas.ts";
+import type { CompletionRecord, SessionResult } from "../src/protocol/schemas.ts";
 import { SUBJECTS } from "../src/protocol/subjects.ts";
 import { installTools } from "../src/tools/install.ts";
 import { toolsDir } from "../src/tools/paths.ts";
@@ -51,6 +52,8 @@ const CASES: Case[] = [
   { id: "claude", harness: "claude_code", api: "anthropic" },
   { id: "codex", harness: "codex", api: "openai_responses" },
   { id: "gemini", harness: "gemini_cli", api: "google", splitChain: "thoughts are not echoed" },
+  // No pinned model: the CLI first asks a flash-lite "router" for a JSON complexity score.
+  { id: "gemini_auto", harness: "gemini_cli", settings: { auto_model: true }, api: "google", side: "router", splitChain: "thoughts are not echoed" },
   { id: "qwen", harness: "qwen_code", api: "openai_chat" },
   { id: "opencode_chat", harness: "opencode", settings: { api: "chat" }, api: "openai_chat", side: "title" },
   { id: "opencode_responses", harness: "opencode", settings: { api: "responses" }, api: "openai_responses", side: "title" },
@@ -92,6 +95,36 @@ afterAll(async () => {
   await sys?.stop();
   if (root && !process.env.POLAR_E2E_KEEP) await rm(root, { recursive: true, force: true });
 });
+
+/** Gemini CLI's own check of the router's answer (ClassifierResponseSchema). */
+const ROUTER_ANSWER = z.object({ complexity_reasoning: z.string(), complexity_score: z.number().min(1).max(100) });
+
+/**
+ * The model-router side calls: non-streaming generateContent with a JSON
+ * schema that reached the engine as response_format, each answered (first
+ * try, no retry) with JSON the CLI accepts, each alone in its own side trace.
+ */
+function expectRouterCalls(r: SessionResult, side: CompletionRecord[]): void {
+  expect(side.length).toBeGreaterThanOrEqual(1);
+  for (const x of side) {
+    expect(x.metadata.side_kind).toBe("router");
+    expect(x.metadata.model_requested).toMatch(/flash-lite/);
+    expect((x.request as { stream?: boolean }).stream ?? false).toBe(false);
+    const format = (x.request as { response_format?: { type: string; json_schema: { schema: { required: string[] } } } }).response_format;
+    expect(format?.type).toBe("json_schema");
+    expect(format?.json_schema.schema.required).toEqual(["complexity_reasoning", "complexity_score"]);
+    const content = String((x.response as { choices: { message: { content: string } }[] }).choices[0].message.content);
+    expect(ROUTER_ANSWER.safeParse(JSON.parse(content)).success, content).toBe(true);
+    const t = r.trajectory.traces[traceOf(r, x.completion_id)];
+    expect(t.metadata.completion_role).toBe("side");
+    expect(side.filter((y) => traceOf(r, y.completion_id) === traceOf(r, x.completion_id))).toEqual([x]);
+  }
+  // Every router answer was valid, so the CLI never retried one (a retry re-sends the same prompt).
+  const prompts = side.map((x) => JSON.stringify((x.response as { prompt_token_ids: number[] }).prompt_token_ids));
+  expect(new Set(prompts).size).toBe(prompts.length);
+  // An invalid answer would have cost five retries with backoff (~100 s).
+  expect(r.timing.agent_exec_ms).toBeLessThan(60_000);
+}
 
 async function runTask(task: Record<string, unknown>, timeoutMs: number): Promise<SessionResult> {
   await request(sys.client, SUBJECTS.api.submit, task);
@@ -157,10 +190,26 @@ describe.concurrent("harnesses end to end (local runtime)", () => {
       // Under prefix_merging the agent loop is one chain, one trace; side calls stay out of it.
       const main = traceOf(r, policy[0].completion_id);
       if (c.splitChain) {
-        const starts = (r.trajectory.metadata.reconstruction_stats as { chain_starts: { completion_id: string; reason: string }[] }).chain_starts;
-        expect(policy.map((x) => starts.find((st) => st.completion_id === x.completion_id)?.reason)).toEqual(
-          policy.map((_, i) => (i === 0 ? "first" : "diverged_from_tip")),
-        );
+        type Start = { completion_id: string; chain: number; reason: string; nearest_chain?: number; common_prefix?: number; tip_length?: number };
+        const starts = (r.trajectory.metadata.reconstruction_stats as { chain_starts: Start[] }).chain_starts;
+        const startOf = (id: string) => starts.find((st) => st.completion_id === id)!;
+        // Each policy call starts its own chain and diverges from the previous policy call's
+        // prompt (never from a side call's) at that prompt's last token.
+        policy.forEach((x, i) => {
+          const st = startOf(x.completion_id);
+          if (i === 0) return;
+          expect(st).toMatchObject({ reason: "diverged_from_tip", nearest_chain: startOf(policy[i - 1].completion_id).chain });
+          expect(st.common_prefix).toBe(st.tip_length! - 1);
+        });
+        // The first policy call opens the main conversation: "first", or, after a side call,
+        // "diverged_from_tip" from that side call's chain with only the template's opening tokens in common.
+        const first = startOf(policy[0].completion_id);
+        if (!side.length) expect(first.reason).toBe("first");
+        else {
+          expect(first.reason).toBe("diverged_from_tip");
+          expect(side.map((x) => startOf(x.completion_id).chain)).toContain(first.nearest_chain);
+          expect(first.common_prefix).toBeLessThan(8);
+        }
       } else {
         expect(policy.map((x) => traceOf(r, x.completion_id))).toEqual(policy.map(() => main));
       }
@@ -169,6 +218,7 @@ describe.concurrent("harnesses end to end (local runtime)", () => {
         expect(traceOf(r, x.completion_id)).not.toBe(main);
         expect(t.metadata.completion_role).toBe("side");
       }
+      if (c.side === "router") expectRouterCalls(r, side);
       expect(r.trajectory.traces[main].loss_mask.filter((m) => m === 1).length).toBeGreaterThan(0);
 
       // Nothing but the gateway was contacted.
