@@ -15,8 +15,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
 import { request } from "../src/nats/messages.ts";
-import type { SessionResult } from "../src/protocol/schemas.ts";
+import type { CompletionRecord, SessionResult } from "../src/protocol/schemas.ts";
 import { SUBJECTS } from "../src/protocol/subjects.ts";
 import { installTools } from "../src/tools/install.ts";
 import { toolsDir } from "../src/tools/paths.ts";
@@ -33,13 +34,6 @@ interface Case {
   api: "anthropic" | "openai_responses" | "google" | "openai_chat";
   /** The kind of side call this harness makes on its own, if any. */
   side?: string;
-  /**
-   * Why this CLI's agent loop cannot be one token-prefix chain, if it cannot.
-   * Gemini CLI sends a turn's thought text back only as a thoughtSignature, so
-   * the re-rendered history lacks the sampled reasoning and each call's prompt
-   * diverges from the previous one at the assistant turn.
-   */
-  splitChain?: string;
   /** The CLI has no MCP client (the adapter refuses MCP servers). */
   noMcp?: boolean;
 }
@@ -50,7 +44,10 @@ const SKILL = "polar-marker-skill";
 const CASES: Case[] = [
   { id: "claude", harness: "claude_code", api: "anthropic" },
   { id: "codex", harness: "codex", api: "openai_responses" },
-  { id: "gemini", harness: "gemini_cli", api: "google", splitChain: "thoughts are not echoed" },
+  // Gemini CLI sends a turn's reasoning back only as the thoughtSignature, which the proxy decodes.
+  { id: "gemini", harness: "gemini_cli", api: "google" },
+  // No pinned model: the CLI first asks a flash-lite "router" for a JSON complexity score.
+  { id: "gemini_auto", harness: "gemini_cli", settings: { auto_model: true }, api: "google", side: "router" },
   { id: "qwen", harness: "qwen_code", api: "openai_chat" },
   { id: "opencode_chat", harness: "opencode", settings: { api: "chat" }, api: "openai_chat", side: "title" },
   { id: "opencode_responses", harness: "opencode", settings: { api: "responses" }, api: "openai_responses", side: "title" },
@@ -92,6 +89,48 @@ afterAll(async () => {
   await sys?.stop();
   if (root && !process.env.POLAR_E2E_KEEP) await rm(root, { recursive: true, force: true });
 });
+
+/** Gemini CLI's own check of the router's answer (ClassifierResponseSchema). */
+const ROUTER_ANSWER = z.object({ complexity_reasoning: z.string(), complexity_score: z.number().min(1).max(100) });
+
+/**
+ * The model-router side calls: non-streaming generateContent with a JSON
+ * schema that reached the engine as response_format, each answered (first
+ * try, no retry) with JSON the CLI accepts, each alone in its own side trace.
+ */
+function expectRouterCalls(r: SessionResult, side: CompletionRecord[]): void {
+  expect(side.length).toBeGreaterThanOrEqual(1);
+  for (const x of side) {
+    expect(x.metadata.side_kind).toBe("router");
+    expect(x.metadata.model_requested).toMatch(/flash-lite/);
+    expect((x.request as { stream?: boolean }).stream ?? false).toBe(false);
+    const format = (x.request as { response_format?: { type: string; json_schema: { schema: { required: string[] } } } }).response_format;
+    expect(format?.type).toBe("json_schema");
+    expect(format?.json_schema.schema.required).toEqual(["complexity_reasoning", "complexity_score"]);
+    const content = String((x.response as { choices: { message: { content: string } }[] }).choices[0].message.content);
+    expect(ROUTER_ANSWER.safeParse(JSON.parse(content)).success, content).toBe(true);
+    const t = r.trajectory.traces[traceOf(r, x.completion_id)];
+    expect(t.metadata.completion_role).toBe("side");
+    expect(side.filter((y) => traceOf(r, y.completion_id) === traceOf(r, x.completion_id))).toEqual([x]);
+  }
+  // Every router answer was valid, so the CLI never retried one (a retry re-sends the same prompt).
+  const prompts = side.map((x) => JSON.stringify((x.response as { prompt_token_ids: number[] }).prompt_token_ids));
+  expect(new Set(prompts).size).toBe(prompts.length);
+  // The main conversation is one chain whose start only carries a label from the router's chain
+  // ("diverged_from_tip" with just the template's opening tokens in common), not a split.
+  type Start = { completion_id: string; chain: number; reason: string; nearest_chain?: number; common_prefix?: number };
+  const stats = r.trajectory.metadata.reconstruction_stats as { chain_starts: Start[]; chains_total: number };
+  const policy = r.completion_session!.completions.filter((x) => x.metadata.completion_role !== "side");
+  const starts = new Map(stats.chain_starts.map((st) => [st.completion_id, st]));
+  expect(policy.slice(1).filter((x) => starts.has(x.completion_id))).toEqual([]);
+  expect(stats.chains_total).toBe(side.length + 1);
+  const first = starts.get(policy[0].completion_id)!;
+  expect(first.reason).toBe("diverged_from_tip");
+  expect(side.map((x) => starts.get(x.completion_id)?.chain)).toContain(first.nearest_chain);
+  expect(first.common_prefix).toBeLessThan(8);
+  // An invalid answer would have cost five retries with backoff (~100 s).
+  expect(r.timing.agent_exec_ms).toBeLessThan(60_000);
+}
 
 async function runTask(task: Record<string, unknown>, timeoutMs: number): Promise<SessionResult> {
   await request(sys.client, SUBJECTS.api.submit, task);
@@ -156,19 +195,13 @@ describe.concurrent("harnesses end to end (local runtime)", () => {
       expect(sent).toContain(SKILL);
       // Under prefix_merging the agent loop is one chain, one trace; side calls stay out of it.
       const main = traceOf(r, policy[0].completion_id);
-      if (c.splitChain) {
-        const starts = (r.trajectory.metadata.reconstruction_stats as { chain_starts: { completion_id: string; reason: string }[] }).chain_starts;
-        expect(policy.map((x) => starts.find((st) => st.completion_id === x.completion_id)?.reason)).toEqual(
-          policy.map((_, i) => (i === 0 ? "first" : "diverged_from_tip")),
-        );
-      } else {
-        expect(policy.map((x) => traceOf(r, x.completion_id))).toEqual(policy.map(() => main));
-      }
+      expect(policy.map((x) => traceOf(r, x.completion_id))).toEqual(policy.map(() => main));
       for (const x of side) {
         const t = r.trajectory.traces[traceOf(r, x.completion_id)];
         expect(traceOf(r, x.completion_id)).not.toBe(main);
         expect(t.metadata.completion_role).toBe("side");
       }
+      if (c.side === "router") expectRouterCalls(r, side);
       expect(r.trajectory.traces[main].loss_mask.filter((m) => m === 1).length).toBeGreaterThan(0);
 
       // Nothing but the gateway was contacted.

@@ -1,5 +1,6 @@
 import { GoogleGenAI, type Content } from "@google/genai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { qwen3Tokenizer } from "../src/tokenizer/qwen3.ts";
 import { CRED, CRED_DONE, parseSse, startStack, type Stack } from "./proxy-setup.ts";
 
 const ARGS = { command: "echo hello > hello.txt" };
@@ -81,6 +82,37 @@ describe("Google generateContent through the proxy", () => {
     const call = req.messages[2].tool_calls[0];
     expect(call.function).toEqual({ name: "run_shell_command", arguments: JSON.stringify(ARGS) });
     expect(req.messages[3]).toEqual({ role: "tool", tool_call_id: call.id, content: JSON.stringify({ output: "(empty)" }) });
+  });
+
+  it("the thoughtSignature carries the reasoning back when the client drops the thought part (as Gemini CLI does)", async () => {
+    const first = await ai.models.generateContent({ model: "gemini-x", contents, config });
+    const { rec: firstRec, up } = expectCaptured();
+    const parts = first.candidates![0].content!.parts!;
+    const call = parts.find((p) => p.functionCall)!;
+    expect(call.thoughtSignature).toMatch(/^polar:/);
+    // Gemini CLI keeps only the non-thought parts of a model turn in its history.
+    const history = parts.filter((p) => !p.thought);
+    await ai.models.generateContent({
+      model: "gemini-x", config,
+      contents: [...contents, { role: "model", parts: history }, { role: "user", parts: [{ functionResponse: { id: call.functionCall!.id, name: "run_shell_command", response: { output: "" } } }] }],
+    });
+    const req = stack.records.at(-1)!.record.request as any;
+    expect(req.messages[2]).toMatchObject({ role: "assistant", content: "Running the command.", reasoning_content: up.choices[0].message.reasoning });
+    // So with the real Qwen3 template the new prompt starts with the previous prompt and the
+    // sampled reasoning: the two calls form one chain.
+    const tok = qwen3Tokenizer();
+    const render = (r: any) => tok.tokenizeChat(r.messages, { tools: r.tools, chatTemplateKwargs: r.chat_template_kwargs });
+    const prompt = render(req);
+    const prev = render(firstRec.request);
+    expect(prompt.slice(0, prev.length)).toEqual(prev);
+    const think = tok.encode(`<think>\n${up.choices[0].message.reasoning}\n</think>`);
+    expect(prompt.slice(prev.length, prev.length + think.length)).toEqual(think);
+    // A signature we did not make (or one without reasoning) restores nothing.
+    await ai.models.generateContent({
+      model: "gemini-x", config,
+      contents: [...contents, { role: "model", parts: [{ functionCall: { name: "run_shell_command", args: ARGS }, thoughtSignature: "skip_thought_signature_validator" }] }, { role: "user", parts: [{ functionResponse: { name: "run_shell_command", response: {} } }] }],
+    });
+    expect((stack.records.at(-1)!.record.request as any).messages[2].reasoning_content).toBeUndefined();
   });
 
   it("counts tokens and refuses in Google's error format", async () => {

@@ -17,6 +17,8 @@ import { scriptPolicy } from "./policy/script.ts";
 import type { Policy } from "./policy/types.ts";
 import type { PromptContext } from "./prompt-context.ts";
 import type { ToolMode } from "./qwen3-output.ts";
+import { prng } from "./rng.ts";
+import { constrainOutput, type OutputFormat } from "./structured-format.ts";
 import { Scheduler } from "./scheduler.ts";
 
 /** Bound on the prompt-arrival table (cleared when full). */
@@ -37,6 +39,8 @@ export interface SampleParams {
   stop: string[];
   ignoreEos: boolean;
   toolMode?: ToolMode;
+  /** An output constraint (response_format, structured_outputs, guided_json): the answer text takes that form. */
+  format?: OutputFormat;
 }
 
 export class SimEngine {
@@ -100,8 +104,9 @@ export class SimEngine {
   sample(ctx: PromptContext, p: SampleParams): Generation {
     const policy = this.policyFor(p.policy, p.model);
     const key = [this.opts.seed, p.seed ?? null, p.identity ?? null, p.choice];
-    const out = policy.sample({ ctx, key, maxTokens: p.maxTokens, ignoreEos: p.ignoreEos });
-    return toGeneration(this.tok, out, ctx.thinking, { maxTokens: p.limit, stop: p.stop, toolMode: p.toolMode });
+    let out = policy.sample({ ctx, key, maxTokens: p.maxTokens, ignoreEos: p.ignoreEos });
+    if (p.format) out = constrainOutput(out, p.format, prng(...key, "structured", ctx.text));
+    return toGeneration(this.tok, out, ctx.thinking, { maxTokens: p.limit, stop: p.stop, toolMode: p.format ? "none" : p.toolMode });
   }
 
   /**

@@ -1,7 +1,8 @@
 /**
  * Google generateContent request to OpenAI chat. `systemInstruction` becomes
  * the system message; `model` contents become assistant turns (text parts
- * joined, `thought` parts as `reasoning_content`, functionCall parts as
+ * joined, `thought` parts as `reasoning_content` (or, when the client dropped
+ * them, the reasoning our thoughtSignature carries), functionCall parts as
  * tool calls); functionResponse parts become `tool` messages. Function
  * declarations take `parameters` (OpenAPI-style, upper-case types) or
  * `parametersJsonSchema`; `thinkingConfig` switches `enable_thinking`.
@@ -9,6 +10,7 @@
 import type { ChatMessage, ChatRequest, ChatToolCall, Json } from "../chat-types.ts";
 import { isObject } from "../chat-types.ts";
 import type { CallContext } from "../dialect.ts";
+import { decodeReasoning } from "../ids.ts";
 import { normalizeChat } from "../normalize.ts";
 import { ShapeCheck } from "../validate.ts";
 
@@ -81,8 +83,10 @@ function convertContent(c: Json, calls: CallIds): ChatMessage[] {
 function modelTurn(parts: Json[], calls: CallIds): ChatMessage {
   let text = "";
   let thought = "";
+  let signed: string | undefined;
   const toolCalls: ChatToolCall[] = [];
   for (const p of parts) {
+    signed ??= decodeReasoning(field(p, "thoughtSignature", "thought_signature"));
     const fc = field(p, "functionCall", "function_call");
     if (isObject(fc)) {
       const name = String(fc.name ?? "");
@@ -93,7 +97,8 @@ function modelTurn(parts: Json[], calls: CallIds): ChatMessage {
     }
   }
   const msg: ChatMessage = { role: "assistant", content: text || (toolCalls.length ? null : "") };
-  if (thought) msg.reasoning_content = thought;
+  // Thought parts when the client sent them back, else the reasoning our own signature carries.
+  if (thought || signed) msg.reasoning_content = thought || signed;
   if (toolCalls.length) msg.tool_calls = toolCalls;
   return msg;
 }

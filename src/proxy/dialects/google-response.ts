@@ -4,9 +4,16 @@ import type { ChatResponse, Json } from "../chat-types.ts";
 import type { ErrorReply } from "../dialect.ts";
 import { contextNumbers, errorStatus } from "../errors.ts";
 import { finishMapping } from "../finish-reasons.ts";
-import { parseArguments, reasoningSignature } from "../ids.ts";
+import { encodeReasoning, parseArguments, reasoningSignature } from "../ids.ts";
 
-/** Parts in Gemini order: the thought summary, the text, then function calls (the first carrying a thought signature). */
+/**
+ * Parts in Gemini order: the thought summary, the text, then function calls.
+ * The first call carries the thoughtSignature: the turn's reasoning, encoded
+ * reversibly (`encodeReasoning`), because clients such as Gemini CLI drop
+ * thought parts from the history they send back and keep only the signature.
+ * The request converter restores `reasoning_content` from it, so the
+ * re-rendered turn is the sampled one. Without reasoning it is an opaque hash.
+ */
 export function googleParts(resp: ChatResponse): { thought?: Json; text?: Json; calls: Json[] } {
   const m = resp.choices[0]?.message;
   const out: { thought?: Json; text?: Json; calls: Json[] } = { calls: [] };
@@ -14,7 +21,7 @@ export function googleParts(resp: ChatResponse): { thought?: Json; text?: Json; 
   if (m?.content) out.text = { text: m.content };
   (m?.tool_calls ?? []).forEach((tc, i) => {
     const part: Json = { functionCall: { id: tc.id, name: tc.function.name, args: parseArguments(tc.function.arguments) } };
-    if (i === 0) part.thoughtSignature = reasoningSignature(m?.reasoning_content ?? tc.function.arguments);
+    if (i === 0) part.thoughtSignature = m?.reasoning_content ? encodeReasoning(m.reasoning_content) : reasoningSignature(tc.function.arguments);
     out.calls.push(part);
   });
   return out;

@@ -9,6 +9,7 @@ import { outputText, type Generation } from "../generation.ts";
 import { badRequest } from "../http.ts";
 import { readPrompt } from "../prompt-context.ts";
 import { parseOutput, type ParsedOutput, type ToolMode } from "../qwen3-output.ts";
+import { outputFormatOf } from "../structured-format.ts";
 import { ChatRequestSchema, parseRequest, stopList, type ChatRequest } from "./request-fields.ts";
 
 export interface ChatChoice {
@@ -41,7 +42,9 @@ export function prepareChat(engine: SimEngine, http: IncomingMessage, body: unkn
   const limit = engine.checkContext(promptIds.length, explicit);
   engine.scheduler.countPrompt(promptIds.length);
   const ctx = readPrompt(text);
-  const toolMode = toolModeOf(req);
+  const format = outputFormatOf(req);
+  // A grammar-constrained answer has no <tool_call> blocks to parse.
+  const toolMode = format ? "none" : toolModeOf(req);
   const identity = engine.identityFor(text, req.seed, requestIdentity(http, req as Record<string, unknown>));
   const policy = (http.headers["x-sim-policy"] as string | undefined) ?? req.policy ?? undefined;
   const choices: ChatChoice[] = [];
@@ -57,6 +60,7 @@ export function prepareChat(engine: SimEngine, http: IncomingMessage, body: unkn
       stop: stopList(req.stop),
       ignoreEos: Boolean(req.ignore_eos),
       toolMode,
+      format,
     });
     const parsed = parseOutput(outputText(engine.tok, gen), toolMode);
     const toolIds = parsed.toolCalls.map(() => `chatcmpl-tool-${randomUUID().replace(/-/g, "")}`);

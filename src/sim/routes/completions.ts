@@ -11,6 +11,7 @@ import { outputText, type Generation } from "../generation.ts";
 import { badRequest, sendJson, startSse } from "../http.ts";
 import { readPrompt } from "../prompt-context.ts";
 import { DeltaTracker } from "../stream-deltas.ts";
+import { outputFormatOf } from "../structured-format.ts";
 import { CompletionRequestSchema, parseRequest, stopList, type CompletionRequest } from "./request-fields.ts";
 
 export async function handleCompletions(engine: SimEngine, http: IncomingMessage, res: ServerResponse, body: unknown, signal: AbortSignal) {
@@ -22,8 +23,9 @@ export async function handleCompletions(engine: SimEngine, http: IncomingMessage
   const ctx = readPrompt(promptText);
   const identity = engine.identityFor(promptText, req.seed, requestIdentity(http, req as Record<string, unknown>));
   const policy = (http.headers["x-sim-policy"] as string | undefined) ?? req.policy ?? undefined;
+  const format = outputFormatOf(req);
   const gens = Array.from({ length: req.n ?? 1 }, (_, choice) =>
-    engine.sample(ctx, { policy, model: req.model ?? undefined, seed: req.seed, identity, choice, maxTokens: explicit, limit, stop: stopList(req.stop), ignoreEos: Boolean(req.ignore_eos) }),
+    engine.sample(ctx, { policy, model: req.model ?? undefined, seed: req.seed, identity, choice, maxTokens: explicit, limit, stop: stopList(req.stop), ignoreEos: Boolean(req.ignore_eos), format }),
   );
   const meta = { id: `cmpl-${randomUUID().replace(/-/g, "")}`, object: "text_completion", created: Math.floor(Date.now() / 1000), model: req.model ?? engine.opts.modelName };
   const version = engine.policyVersion;

@@ -25,6 +25,11 @@ export const SamplingFields = {
   policy: z.string().nullish(),
   session_id: z.string().nullish(),
   user: z.string().nullish(),
+  /** Output constraints; their shape is checked by structured-format.ts. */
+  response_format: z.unknown().optional(),
+  structured_outputs: z.unknown().optional(),
+  guided_json: z.unknown().optional(),
+  guided_choice: z.unknown().optional(),
 };
 
 export const ChatRequestSchema = z.looseObject({

@@ -12,6 +12,7 @@ import { outputText, type Generation } from "../generation.ts";
 import { badRequest, sendJson, startSse } from "../http.ts";
 import { MAX_LOGPROBS } from "../logprobs.ts";
 import { readPrompt } from "../prompt-context.ts";
+import { outputFormatOf, type OutputFormat } from "../structured-format.ts";
 import { parseRequest, stopList } from "./request-fields.ts";
 import { promptOf } from "./completions.ts";
 
@@ -60,6 +61,7 @@ export async function handleGenerate(engine: SimEngine, http: IncomingMessage, r
           limit,
           stop: stopList(sp.stop),
           ignoreEos: Boolean(sp.ignore_eos),
+          format: sglangFormat(sp),
         });
   const rid = req.rid ?? randomUUID().replace(/-/g, "");
   const answer = (upTo: number) => generateBody(engine, req, gen, upTo, promptIds, rid, (performance.now() - started) / 1000);
@@ -111,4 +113,17 @@ function generateBody(engine: SimEngine, req: GenerateRequest, full: Generation,
   const out: Record<string, unknown> = { text: outputText(engine.tok, gen), output_ids: gen.ids, meta_info: meta };
   if (req.return_prompt_token_ids) out.prompt_token_ids = promptIds;
   return out;
+}
+
+/** SGLang's `sampling_params.json_schema` (JSON text); regex and EBNF constraints are refused. */
+function sglangFormat(sp: Record<string, unknown>): OutputFormat | undefined {
+  for (const k of ["regex", "ebnf", "structural_tag"]) {
+    if (sp[k] != null) throw badRequest(`sampling_params.${k} is not supported by the sim`, `sampling_params.${k}`);
+  }
+  if (sp.json_schema == null) return undefined;
+  try {
+    return outputFormatOf({ guided_json: sp.json_schema });
+  } catch {
+    throw badRequest("sampling_params.json_schema must be a JSON schema (JSON text)", "sampling_params.json_schema");
+  }
 }
