@@ -9,8 +9,8 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import Dockerode from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { dockerUnavailable, TEST_IMAGE } from "./helpers/docker.ts";
 import { request } from "../src/nats/messages.ts";
 import type { SessionResult } from "../src/protocol/schemas.ts";
 import { SUBJECTS } from "../src/protocol/subjects.ts";
@@ -19,26 +19,9 @@ import { toolsDir } from "../src/tools/paths.ts";
 import { expectEveryCallInTrajectory, expectRecordsFromSim, readSessionFile, traceOf, waitTask, writePlaybook } from "./harness-e2e-helpers.ts";
 import { startTestSystem, type TestSystem } from "./helpers/system.ts";
 
-const IMAGE = process.env.POLAR_TEST_IMAGE ?? "polar-base:bookworm";
+const IMAGE = TEST_IMAGE;
 
-async function engineState(): Promise<string | undefined> {
-  const docker = new Dockerode();
-  try {
-    await docker.ping();
-  } catch (e) {
-    return `no Docker engine answers (${(e as Error).message})`;
-  }
-  try {
-    await docker.getImage(IMAGE).inspect();
-  } catch {
-    return `image ${IMAGE} is missing (scripts/base-image.sh builds it)`;
-  }
-  return undefined;
-}
-
-const missing = await engineState();
-if (missing && process.env.POLAR_REQUIRE_DOCKER) throw new Error(`POLAR_REQUIRE_DOCKER is set but ${missing}`);
-if (missing) console.warn(`[harness-e2e-docker] ${missing}: the Docker harness test is SKIPPED`);
+const missing = await dockerUnavailable("harness-e2e-docker");
 
 describe.skipIf(missing !== undefined)("a harness in the Docker runtime", () => {
   let sys: TestSystem;

@@ -1,6 +1,7 @@
 import { rm } from "node:fs/promises";
 import Dockerode from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { dockerUnavailable, TEST_IMAGE } from "./helpers/docker.ts";
 import { RuntimeSpec } from "../src/protocol/schemas.ts";
 import { DockerRuntime } from "../src/runtimes/docker.ts";
 import { reapContainers } from "../src/runtimes/reaper.ts";
@@ -8,27 +9,11 @@ import { createRuntimeRegistry } from "../src/runtimes/registry.ts";
 import { runtimeContract } from "./runtime-contract.ts";
 import { type FakeProxy, makeCtx, makeSessionDir, makeToolsDir, startFakeNats, startFakeProxy } from "./runtime-helpers.ts";
 
-const IMAGE = process.env.POLAR_TEST_IMAGE ?? "polar-base:bookworm";
+const IMAGE = TEST_IMAGE;
 const GATEWAY = `gw-docker-test-${process.pid}`;
 const docker = new Dockerode();
 
-async function engineState(): Promise<string | undefined> {
-  try {
-    await docker.ping();
-  } catch (e) {
-    return `no Docker engine answers (${(e as Error).message})`;
-  }
-  try {
-    await docker.getImage(IMAGE).inspect();
-  } catch {
-    return `image ${IMAGE} is missing (scripts/base-image.sh builds it)`;
-  }
-  return undefined;
-}
-
-const missing = await engineState();
-if (missing && process.env.POLAR_REQUIRE_DOCKER) throw new Error(`POLAR_REQUIRE_DOCKER is set but ${missing}`);
-if (missing) console.warn(`[runtime-docker] ${missing}: the Docker runtime tests are SKIPPED`);
+const missing = await dockerUnavailable("runtime-docker", docker);
 
 const labelled = async (gateway = GATEWAY) => (await docker.listContainers({ all: true, filters: { label: [`polar.gateway=${gateway}`] } })).map((c) => c.Id);
 
