@@ -119,6 +119,22 @@ describe("session lifecycle", () => {
     expect(bad.message).toMatch(/evaluator\.config/);
   });
 
+  it("stops early once enough sessions are usable: stragglers are cancelled with zeroed masks", async () => {
+    const cmd = `TURNS=1 node ${JSON.stringify(CLIENT)} && { [ "$POLAR_SAMPLE_INDEX" -lt 2 ] || sleep 30; }`;
+    const t0 = Date.now();
+    await request(sys.client, SUBJECTS.api.submit, task("early", cmd, { num_samples: 4, early_stop_min_usable_sessions: 2 }));
+    const st = await waitDone(sys, "early");
+    expect(Date.now() - t0).toBeLessThan(20_000);
+    expect(st.status).toBe("completed");
+    const byIndex = [...st.sessions].sort((a, b) => a.sample_index - b.sample_index);
+    expect(byIndex.map((s) => s.status)).toEqual(["COMPLETED", "COMPLETED", "ERROR", "ERROR"]);
+    expect(byIndex.map((s) => s.usable)).toEqual([true, true, false, false]);
+    for (const s of byIndex.slice(2)) expect(s.error).toMatch(/^early stop/);
+    for (const r of st.results.filter((x) => x.status === "ERROR")) {
+      expect(r.trajectory.traces.every((t) => t.reward === 0 && t.loss_mask.every((m) => m === 0))).toBe(true);
+    }
+  });
+
   it("records a failing prepare step as ERROR without running the agent", async () => {
     const t = task("bad-prepare", "touch ran", {
       runtime: { backend: "local", prepare: [{ type: "exec", command: "exit 3", max_attempts: 2 }] },

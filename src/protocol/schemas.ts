@@ -370,6 +370,8 @@ export const SessionSummary = z.object({
   response_tokens: z.number().int().default(0),
   error: z.string().nullable().default(null),
   result_seq: z.number().int().nullable().default(null),
+  /** COMPLETED with at least one trace that has prompt ids, response ids and a trainable token. */
+  usable: z.boolean().default(false),
 });
 export type SessionSummary = z.infer<typeof SessionSummary>;
 

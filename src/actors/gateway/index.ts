@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
-import { encode } from "../../protocol/codec.ts";
+import { decode, encode } from "../../protocol/codec.ts";
 import { STREAMS, SUBJECTS, nodeKey, type EventKind } from "../../protocol/subjects.ts";
 import type { GatewayNodeInfo, NodeHeartbeat, RuntimeSpec } from "../../protocol/schemas.ts";
 import { DEFAULT_INFRA, ensureDispatchConsumer, openInfra, type InfraOptions } from "../../nats/infra.ts";
@@ -55,6 +55,15 @@ export interface GatewayHandle extends ActorHandle {
   metrics(): ReturnType<Pipeline["metrics"]>;
   /** Closes the NATS connection abruptly (tests: a gateway that loses NATS). */
   readonly pipeline: Pipeline;
+}
+
+function cancelReason(data: Uint8Array): string {
+  try {
+    const r = (decode(data) as { reason?: unknown } | undefined)?.reason;
+    return typeof r === "string" && r ? r : "session cancelled";
+  } catch {
+    return "session cancelled";
+  }
 }
 
 export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Promise<GatewayHandle> {
@@ -110,7 +119,8 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
     callback: (err, msg) => {
       if (err) return log.error({ err }, "cancel subscription failed");
       const sid = msg.subject.slice(msg.subject.lastIndexOf(".") + 1).replaceAll("_2E_", ".");
-      if (pipeline.cancel(sid, "session cancelled")) log.info({ session_id: sid }, "session cancelled");
+      const reason = cancelReason(msg.data);
+      if (pipeline.cancel(sid, reason)) log.info({ session_id: sid, reason }, "session cancelled");
     },
   });
 

@@ -158,7 +158,8 @@ export class Pipeline {
   }
 
   async #stages(session: SessionAttempt, releaseInit: () => void): Promise<void> {
-    if (await this.#taskCancelled(session.dispatch.task_id)) session.cancel("session cancelled");
+    const refused = await this.#taskRefusal(session.dispatch.task_id);
+    if (refused) session.cancel(refused);
     this.#counts.init++;
     try {
       if (!session.abort.signal.aborted) await session.init();
@@ -209,12 +210,15 @@ export class Pipeline {
     }
   }
 
-  async #taskCancelled(taskId: string): Promise<boolean> {
+  /** Why a session of this task must not start (cancelled or early-stopped task), or null. */
+  async #taskRefusal(taskId: string): Promise<string | null> {
     try {
       const rec = await this.tasks.get(taskId);
-      return rec?.status === "cancelling" || rec?.status === "cancelled";
+      if (rec?.status === "cancelling" || rec?.status === "cancelled") return "session cancelled";
+      if (rec?.early_stopped_at) return "early stop: the task already has enough usable sessions";
+      return null;
     } catch {
-      return false;
+      return null;
     }
   }
 

@@ -159,6 +159,7 @@ export class SessionAttempt {
   #harnessContext(runtime: Runtime): HarnessContext {
     const env = {
       ...proxyEnv({ proxyUrl: runtime.proxyUrl, credential: this.#credential, sessionId: this.id, taskId: this.dispatch.task_id }),
+      POLAR_SAMPLE_INDEX: String(this.dispatch.sample_index),
       ...(RuntimeSpec.parse(this.dispatch.runtime ?? this.#g.defaultRuntime).env ?? {}),
       ...this.dispatch.agent.env,
     };

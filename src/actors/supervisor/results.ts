@@ -14,6 +14,7 @@ import { errorMessage } from "../../protocol/errors.ts";
 import { SessionResult, TERMINAL_STATUSES } from "../../protocol/schemas.ts";
 import { STREAMS, SUBJECTS, RESULTS_CONSUMER } from "../../protocol/subjects.ts";
 import { allDone, type TaskRecord, type TaskStore } from "./task-store.ts";
+import { cancelSessions } from "./tasks.ts";
 
 export interface ResultsDeps {
   infra: Infra;
@@ -71,6 +72,7 @@ async function handleResult(d: ResultsDeps, m: JsMsg): Promise<void> {
   }
   await publishTraces(d, result);
   if (accepted) d.emit("task.updated", { task_id: rec.request.task_id, session_id: result.session_id, status: result.status });
+  await maybeEarlyStop(d, rec);
   if (allDone(rec) && rec.callback == null) await d.onTaskDone(rec);
 }
 
@@ -90,6 +92,26 @@ async function publishTraces(d: ResultsDeps, r: SessionResult): Promise<void> {
   }
 }
 
+/**
+ * Once `early_stop_min_usable_sessions` sessions are usable, the stragglers
+ * are cancelled: they report ERROR with zero reward and zeroed masks.
+ */
+async function maybeEarlyStop(d: ResultsDeps, rec: TaskRecord): Promise<void> {
+  const min = rec.request.early_stop_min_usable_sessions;
+  if (!min || rec.status !== "running" || rec.early_stopped_at) return;
+  const usable = rec.sessions.filter((s) => s.usable).length;
+  if (usable < min || allDone(rec)) return;
+  const reason = `early stop: ${usable} usable sessions reached the minimum of ${min}`;
+  const updated = await d.store.update(rec.request.task_id, (r) => {
+    if (r.early_stopped_at) return false;
+    r.early_stopped_at = new Date().toISOString();
+    return true;
+  });
+  if (!updated?.early_stopped_at) return;
+  d.log.info({ task_id: rec.request.task_id, usable, min }, "early stop: cancelling the remaining sessions");
+  cancelSessions(d.infra, updated, reason);
+}
+
 function summarize(r: SessionResult) {
   const traces = r.trajectory.traces;
   const rewards = traces.map((t) => t.reward).filter((x): x is number => typeof x === "number");
@@ -102,5 +124,8 @@ function summarize(r: SessionResult) {
     prompt_tokens: traces.reduce((a, t) => a + t.prompt_ids.length, 0),
     response_tokens: traces.reduce((a, t) => a + t.response_ids.length, 0),
     error: r.error,
+    usable:
+      r.status === "COMPLETED" &&
+      traces.some((t) => t.prompt_ids.length > 0 && t.response_ids.length > 0 && t.loss_mask.includes(1)),
   };
 }

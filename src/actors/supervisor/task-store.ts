@@ -20,6 +20,8 @@ export const TaskRecord = z.object({
   created_at: z.string(),
   updated_at: z.string(),
   finished_at: z.string().nullable().default(null),
+  /** Set when `early_stop_min_usable_sessions` was reached: the remaining sessions are cancelled. */
+  early_stopped_at: z.string().nullable().default(null),
   callback: z
     .object({ delivered: z.boolean(), attempts: z.number().int(), error: z.string().nullable() })
     .nullable()

@@ -22,7 +22,7 @@ import {
 } from "../../protocol/schemas.ts";
 import { STREAMS, SUBJECTS } from "../../protocol/subjects.ts";
 import { publishDurable, readDurable } from "../../nats/messages.ts";
-import { decode } from "../../protocol/codec.ts";
+import { decode, encode } from "../../protocol/codec.ts";
 import type { Infra } from "../../nats/infra.ts";
 import { countDone, TaskStore, type TaskRecord } from "./task-store.ts";
 
@@ -64,6 +64,7 @@ export class TaskService {
       response_tokens: 0,
       error: null,
       result_seq: null,
+      usable: false,
     }));
     const rec: TaskRecord = {
       request: task,
@@ -73,6 +74,7 @@ export class TaskService {
       created_at: now,
       updated_at: now,
       finished_at: null,
+      early_stopped_at: null,
       callback: null,
     };
     // A finished task id may be reused (a new run); a live or cancelled one may not.
@@ -135,9 +137,7 @@ export class TaskService {
       if (!req.register_if_missing) throw new PolarError("not_found", `unknown task ${req.task_id}`);
       rec = await this.#tombstone(req.task_id);
     }
-    for (const s of rec.sessions) {
-      if (!TERMINAL_STATUSES.has(s.status)) this.d.infra.nc.publish(SUBJECTS.sessionCancel(s.session_id));
-    }
+    cancelSessions(this.d.infra, rec, "session cancelled");
     this.d.emit("task.updated", { task_id: rec.request.task_id, status: rec.status });
     return this.toStatus(rec, false);
   }
@@ -153,6 +153,7 @@ export class TaskService {
       created_at: now,
       updated_at: now,
       finished_at: now,
+      early_stopped_at: null,
       callback: null,
     };
     await this.d.store.create(rec, () => false);
@@ -215,5 +216,12 @@ export class TaskService {
       if (r.success) out.push(r.data);
     }
     return out;
+  }
+}
+
+/** Tells every gateway to cancel the task's unfinished sessions (queued ones are refused at pull time). */
+export function cancelSessions(infra: Infra, rec: TaskRecord, reason: string): void {
+  for (const s of rec.sessions) {
+    if (!TERMINAL_STATUSES.has(s.status)) infra.nc.publish(SUBJECTS.sessionCancel(s.session_id), encode({ reason }));
   }
 }
