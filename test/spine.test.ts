@@ -114,6 +114,19 @@ describe("spine: supervisor and gateway on NATS JetStream", () => {
     expect(JSON.parse(new TextDecoder().decode(stream.data)).state.messages).toBeGreaterThanOrEqual(8);
   });
 
+  it("streams lifecycle events over HTTP as server-sent events", async () => {
+    const ac = new AbortController();
+    const res = await fetch(`${api}/events`, { signal: ac.signal });
+    expect(res.headers.get("content-type")).toBe("text/event-stream");
+    const reader = res.body!.getReader();
+    let text = "";
+    await request(sys.client, SUBJECTS.api.submit, shellTask("sse-1", 1));
+    while (!text.includes("event: task.done")) text += new TextDecoder().decode((await reader.read()).value);
+    ac.abort();
+    expect(text).toMatch(/event: task\.created\ndata: \{"task_id":"sse-1","total_sessions":1\}/);
+    for (const s of ["INITIALIZING", "READY", "RUNNING", "POST_RUN", "COMPLETED"]) expect(text).toContain(`"status":"${s}"`);
+  });
+
   it("runs a task submitted over HTTP and POSTs the TaskResult to its callback", async () => {
     const callbacks: TaskResult[] = [];
     const cbServer = createServer(async (req, res) => {

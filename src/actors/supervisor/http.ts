@@ -1,18 +1,21 @@
 /**
  * The trainer API over HTTP, same schemas and errors as over NATS:
  * POST /rollout/task/submit, GET|DELETE /rollout/task/{id}, GET /rollout/status,
- * GET /nodes, GET /health. Errors are `{"error": {code, message, retryable, details}}`.
+ * GET /nodes, GET /health, GET /events (server-sent events). Errors are `{"error": {code, message, retryable, details}}`.
  */
 import { createServer, type Server } from "node:http";
 import type { Logger } from "pino";
 import { PolarError } from "../../protocol/errors.ts";
 import { readJson, sendError, sendJson } from "../../util/http.ts";
 import type { TaskService } from "./tasks.ts";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { streamEvents } from "./events.ts";
 
 const MAX_BODY = 8 * 1024 * 1024;
 
-export function createApiServer(tasks: TaskService, log: Logger): Server {
+export function createApiServer(tasks: TaskService, nc: NatsConnection, log: Logger): Server {
   return createServer((req, res) => {
+    if (req.method === "GET" && req.url?.split("?")[0] === "/events") return streamEvents(nc, res);
     route(tasks, req.method ?? "GET", new URL(req.url ?? "/", "http://x"), req)
       .then((body) => sendJson(res, 200, body))
       .catch((err) => {

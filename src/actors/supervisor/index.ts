@@ -91,7 +91,7 @@ export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOpti
   let server: Server | undefined;
   let httpUrl: string | undefined;
   if (opts.http) {
-    server = createApiServer(tasks, log);
+    server = createApiServer(tasks, deps.nc, log);
     const port = await listen(server, opts.http.port, opts.http.host);
     httpUrl = `http://${opts.http.host === "0.0.0.0" ? "127.0.0.1" : opts.http.host}:${port}`;
   }
