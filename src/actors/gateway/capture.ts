@@ -10,16 +10,21 @@ import type { CaptureSink, ProxySession, SessionDirectory } from "../../proxy/ty
 interface Entry {
   session: ProxySession;
   records: CompletionRecord[];
+  credential: string;
 }
+
+/** Finished sessions whose credentials still get 403 (not 401); the oldest are forgotten beyond this. */
+const CLOSED_REMEMBERED = 10_000;
 
 export class CaptureRegistry implements SessionDirectory, CaptureSink {
   readonly #byCredential = new Map<string, Entry>();
   readonly #bySession = new Map<string, Entry>();
+  readonly #closed: string[] = [];
 
   /** Registers a session attempt (inactive until `activate`) and returns its credential. */
   open(session: Omit<ProxySession, "active">): string {
     const credential = `sk-polar-${randomBytes(18).toString("base64url")}`;
-    const entry: Entry = { session: { ...session, active: false }, records: [] };
+    const entry: Entry = { session: { ...session, active: false }, records: [], credential };
     this.#byCredential.set(credential, entry);
     this.#bySession.set(session.sessionId, entry);
     return credential;
@@ -41,6 +46,8 @@ export class CaptureRegistry implements SessionDirectory, CaptureSink {
     e.session.active = false;
     e.records = [];
     this.#bySession.delete(sessionId);
+    this.#closed.push(e.credential);
+    if (this.#closed.length > CLOSED_REMEMBERED) this.#byCredential.delete(this.#closed.shift()!);
   }
 
   lookup(credential: string): ProxySession | undefined {

@@ -53,7 +53,6 @@ export interface GatewayHandle extends ActorHandle {
   readonly nodeId: string;
   readonly proxyUrl: string;
   metrics(): ReturnType<Pipeline["metrics"]>;
-  /** Closes the NATS connection abruptly (tests: a gateway that loses NATS). */
   readonly pipeline: Pipeline;
 }
 
