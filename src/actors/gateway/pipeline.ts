@@ -82,11 +82,25 @@ export class Pipeline {
 
   /** Pulls and runs sessions until the signal aborts; then waits for nothing (see `settle`). */
   async pullLoop(consumer: Consumer, signal: AbortSignal): Promise<void> {
+    const wake = () => this.#readyWaiters.splice(0).forEach((w) => w());
+    signal.addEventListener("abort", wake, { once: true });
+    try {
+      await this.#pull(consumer, signal);
+    } finally {
+      signal.removeEventListener("abort", wake);
+    }
+  }
+
+  async #pull(consumer: Consumer, signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       let release: (() => void) | undefined;
       try {
         release = await this.#init.acquire(signal);
         await this.#readyRoom(signal);
+        if (signal.aborted) {
+          release();
+          break;
+        }
         const msg = await consumer.next({ expires: 1000 });
         if (!msg) {
           release();
