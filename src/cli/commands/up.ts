@@ -15,17 +15,18 @@ export function register(program: Command): void {
     .option("--upstream <url...>", "use these inference servers instead of the sim")
     .option("--http-port <port>", "supervisor HTTP API port (0: any free port)", Number)
     .option("--playbook <file>", "sim playbook")
+    .option("--max-model-len <tokens>", "sim context length (default 40960, Qwen3's; 131072 with YaRN fits Claude Code's prompt plus its 32k max_tokens)", Number)
     .option("--run <task>", "submit this task file, wait for it, print the results, then stop")
     .option("--out <file>", "with --run: write the traces to this JSONL file")
     .option("--log-level <level>", "log level (default: warn with --run, else info)")
-    .action(async (o: { config?: string; nats?: string; upstream?: string[]; httpPort?: number; playbook?: string; run?: string; out?: string; logLevel?: string }) => {
+    .action(async (o: { config?: string; nats?: string; upstream?: string[]; httpPort?: number; playbook?: string; maxModelLen?: number; run?: string; out?: string; logLevel?: string }) => {
       const config = await loadConfig(o.config);
       const log = createLogger({ level: o.logLevel ?? (o.run ? "warn" : "info") });
       const gw = gatewayOptionsFrom(config);
       const sys = await up({
         log,
         natsUrl: o.nats ?? config.nats_url,
-        sim: o.upstream ? false : { playbookPath: o.playbook },
+        sim: o.upstream ? false : { playbookPath: o.playbook, ...(o.maxModelLen ? { maxModelLen: o.maxModelLen } : {}) },
         upstreams: o.upstream,
         supervisor: { http: { host: config.supervisor.http_host, port: o.httpPort ?? config.supervisor.http_port } },
         gateway: { ...gw, proxy: { ...gw.proxy, upstreams: o.upstream ?? gw.proxy.upstreams } },
