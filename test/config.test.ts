@@ -25,3 +25,19 @@ describe("config", () => {
     expect(err.issues.map((i) => i.path)).toEqual(expect.arrayContaining(["gateway", "gateway.proxy.flavor"]));
   });
 });
+
+describe("example tasks and playbooks", () => {
+  it("every config/tasks/*.json is a valid task for the built-in registries", async () => {
+    const { readdir, readFile } = await import("node:fs/promises");
+    const { TaskRequest } = await import("../src/protocol/schemas.ts");
+    const { createRegistries, specChecker } = await import("../src/app/registries.ts");
+    const check = specChecker(createRegistries());
+    const dir = fileURLToPath(new URL("../config/tasks/", import.meta.url));
+    const files = (await readdir(dir)).filter((f) => f.endsWith(".json"));
+    expect(files.length).toBeGreaterThanOrEqual(8);
+    for (const f of files) {
+      const task = TaskRequest.parse(JSON.parse(await readFile(join(dir, f), "utf8")));
+      expect(() => check(task), f).not.toThrow();
+    }
+  });
+});
