@@ -350,6 +350,8 @@ export const SessionResult = z.object({
   agent_result: AgentRunResult.nullable().optional(),
   /** The raw captured session, kept so a trajectory can be rebuilt with another strategy. */
   completion_session: CompletionSession.nullable().optional(),
+  /** The raw lease token of the attempt that produced this result (its sha256 is in the session's lease). */
+  lease_token: z.string().max(128).optional(),
 });
 export type SessionResult = z.infer<typeof SessionResult>;
 

@@ -1,0 +1,61 @@
+/**
+ * POSTRUN evaluation: the seam between a built trajectory and its rewards.
+ * Today the evaluator runs in the gateway against the agent's still-live
+ * runtime; `EvaluationTarget` is where a fresh evaluation runtime (started for
+ * the verifier alone) plugs in, and `Evaluate` is where a remote evaluator
+ * actor replaces the in-process call.
+ */
+import { errorMessage, PolarError } from "../../protocol/errors.ts";
+import type { AgentRunResult, EvalResult, SessionDispatch, Trajectory } from "../../protocol/schemas.ts";
+import type { Runtime } from "../../runtimes/types.ts";
+import { budgeted } from "./budget.ts";
+import type { GatewayContext } from "./context.ts";
+import type { EvalOutcome } from "./decide.ts";
+import { mergeEvaluation } from "./outcome.ts";
+
+export type EvaluatorSpec = NonNullable<SessionDispatch["evaluator"]>;
+
+export interface EvaluationRequest {
+  spec: EvaluatorSpec;
+  trajectory: Trajectory;
+  dispatch: SessionDispatch;
+  agent: AgentRunResult | null;
+  /** Where the verifier runs: the agent's runtime, while it is still up. */
+  runtime?: Runtime;
+  signal: AbortSignal;
+  timeoutMs: number;
+}
+
+/** Scores a trajectory; rejects with a `timeout` PolarError when the budget runs out. */
+export type Evaluate = (g: GatewayContext, r: EvaluationRequest) => Promise<EvalResult>;
+
+/** The in-process evaluator, resolved from the gateway's registry. */
+export const evaluateInProcess: Evaluate = (g, r) => {
+  const evaluator = g.registries.evaluators.resolve(r.spec, {});
+  return budgeted(
+    evaluator.evaluate({
+      trajectory: r.trajectory,
+      sessionId: r.dispatch.session_id,
+      taskId: r.dispatch.task_id,
+      agentResult: r.agent,
+      runtime: r.runtime,
+      env: r.spec.env,
+      signal: r.signal,
+      timeoutMs: r.timeoutMs,
+    }),
+    r.timeoutMs,
+    "evaluation",
+    r.signal,
+  );
+};
+
+/** Evaluates and merges the rewards into the trajectory; failures become the outcome, never a throw. */
+export async function evaluateTrajectory(g: GatewayContext, r: EvaluationRequest, evaluate: Evaluate = evaluateInProcess): Promise<EvalOutcome> {
+  try {
+    mergeEvaluation(r.trajectory, await evaluate(g, r), r.spec.strategy);
+    return { kind: "scored" };
+  } catch (err) {
+    const timedOut = err instanceof PolarError && err.code === "timeout";
+    return { kind: timedOut ? "timeout" : "failed", message: errorMessage(err) };
+  }
+}
