@@ -10,17 +10,77 @@
 import { z } from "zod";
 import { ID_RE } from "./subjects.ts";
 
+/**
+ * Bounds on everything a client sends, named in the error when exceeded. A
+ * task must fit one durable record and one dispatch message, and no value it
+ * carries may make a timer overflow or a recursive walk exhaust the stack.
+ */
+export const LIMITS = {
+  /** Nesting depth of free-form objects (metadata, settings, config, kwargs). */
+  maxDepth: 32,
+  /** Values (objects, arrays, scalars) in one free-form object, all levels. */
+  maxNodes: 20_000,
+  /** Characters of a name-like string (harness, model, strategy, image, path). */
+  nameChars: 4096,
+  /** Characters of a command or free-form text field other than the instruction. */
+  textChars: 65_536,
+  instructionChars: 262_144,
+  /** Entries of an env map; characters of one env value. */
+  envEntries: 512,
+  envValueChars: 65_536,
+  /** Items of a list (prepare actions, MCP servers, args, volumes). */
+  listItems: 256,
+  num_samples: 10_000,
+  /** Longest budget in seconds (7 days). */
+  timeoutSeconds: 604_800,
+} as const;
+
+/** Depth and size of a JSON-like value, walked without recursion (a deep value cannot overflow the stack). */
+export function shapeOf(value: unknown, stopAtDepth = Infinity): { depth: number; nodes: number } {
+  let depth = 0;
+  let nodes = 0;
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  while (stack.length) {
+    const [v, d] = stack.pop()!;
+    nodes++;
+    if (d > depth) depth = d;
+    if (depth > stopAtDepth) break;
+    if (v && typeof v === "object") for (const c of Object.values(v)) stack.push([c, d + 1]);
+  }
+  return { depth, nodes };
+}
+
+const Name = z.string().max(LIMITS.nameChars);
+const Text = z.string().max(LIMITS.textChars);
+const list = <T extends z.ZodType>(item: T) => z.array(item).max(LIMITS.listItems);
+const Seconds = z.number().positive().max(LIMITS.timeoutSeconds);
+
+/** A free-form object from a client: bounded depth and size. */
+const BoundedDict = z.record(z.string(), z.unknown()).superRefine((m, ctx) => {
+  const { depth, nodes } = shapeOf(m, LIMITS.maxDepth);
+  if (depth > LIMITS.maxDepth) ctx.addIssue({ code: "custom", message: `nested deeper than the limit of ${LIMITS.maxDepth} levels` });
+  else if (nodes > LIMITS.maxNodes) ctx.addIssue({ code: "custom", message: `holds ${nodes} values, more than the limit of ${LIMITS.maxNodes}` });
+});
 const Dict = z.record(z.string(), z.unknown());
-const StrDict = z.record(z.string(), z.string());
+const Env = z
+  .record(Name, z.string().max(LIMITS.envValueChars))
+  .refine((e) => Object.keys(e).length <= LIMITS.envEntries, `at most ${LIMITS.envEntries} entries`);
 const Id = z.string().regex(ID_RE, "must match ^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$");
 const Finite = z.number().refine(Number.isFinite, "must be a finite number");
 
-/** `metadata.agent_timeout`, when present, must be a positive finite number (not a bool). */
-const TaskMetadata = Dict.superRefine((m, ctx) => {
-  if (!("agent_timeout" in m)) return;
-  const v = m.agent_timeout;
-  if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) {
-    ctx.addIssue({ code: "custom", path: ["agent_timeout"], message: "must be a positive finite number" });
+/** `metadata.agent_timeout`, when present, must be a positive number within the budget limit (not a bool). */
+const TaskMetadata = BoundedDict.superRefine((m, ctx) => {
+  if ("agent_timeout" in m) {
+    const v = m.agent_timeout;
+    if (typeof v !== "number" || !Number.isFinite(v) || v <= 0 || v > LIMITS.timeoutSeconds) {
+      ctx.addIssue({ code: "custom", path: ["agent_timeout"], message: `must be a positive number of seconds <= ${LIMITS.timeoutSeconds}` });
+    }
+  }
+  if ("eval_sampling_seed_base" in m) {
+    const v = m.eval_sampling_seed_base;
+    if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0 || v > 2 ** 32 - 1 - LIMITS.num_samples) {
+      ctx.addIssue({ code: "custom", path: ["eval_sampling_seed_base"], message: `must be an integer in [0, ${2 ** 32 - 1 - LIMITS.num_samples}]` });
+    }
   }
 });
 
@@ -29,11 +89,11 @@ const TaskMetadata = Dict.superRefine((m, ctx) => {
 export const PrepareAction = z
   .object({
     type: z.enum(["upload_file", "upload_dir", "exec"]),
-    source: z.string().optional(),
-    target: z.string().optional(),
-    command: z.string().optional(),
-    cwd: z.string().optional(),
-    env: StrDict.optional(),
+    source: Name.optional(),
+    target: Name.optional(),
+    command: Text.optional(),
+    cwd: Name.optional(),
+    env: Env.optional(),
     max_attempts: z.number().int().min(1).max(10).default(1),
     retry_backoff_seconds: z.number().min(0).max(60).default(0),
   })
@@ -49,23 +109,23 @@ export type PrepareAction = z.infer<typeof PrepareAction>;
 export const RuntimeSpec = z
   .object({
     backend: z.enum(["docker", "apptainer", "local"]).default("docker"),
-    image: z.string().min(1).optional(),
-    prepare: z.array(PrepareAction).default([]),
-    eval_prepare: z.array(PrepareAction).nullable().optional(),
-    env: StrDict.default({}),
+    image: Name.min(1).optional(),
+    prepare: list(PrepareAction).default([]),
+    eval_prepare: list(PrepareAction).nullable().optional(),
+    env: Env.default({}),
     /** Reference default is "host"; ours is decided by the backend (docker: "none"). */
-    network: z.string().nullable().optional(),
-    workdir: z.string().nullable().optional(),
-    direct_exec_init_command: z.string().nullable().optional(),
-    cpus: z.number().positive().nullable().optional(),
-    memory_mb: z.number().int().positive().nullable().optional(),
-    storage_mb: z.number().int().positive().nullable().optional(),
-    pids_limit: z.number().int().positive().nullable().optional(),
-    gpus: z.number().int().min(0).default(0),
+    network: Name.nullable().optional(),
+    workdir: Name.nullable().optional(),
+    direct_exec_init_command: Text.nullable().optional(),
+    cpus: z.number().positive().max(4096).nullable().optional(),
+    memory_mb: z.number().int().positive().max(2 ** 31 - 1).nullable().optional(),
+    storage_mb: z.number().int().positive().max(2 ** 31 - 1).nullable().optional(),
+    pids_limit: z.number().int().positive().max(2 ** 31 - 1).nullable().optional(),
+    gpus: z.number().int().min(0).max(1024).default(0),
     allow_internet: z.boolean().default(true),
-    internet_volumes: z.array(z.string()).default([]),
-    import_path: z.string().nullable().optional(),
-    kwargs: Dict.default({}),
+    internet_volumes: list(Name).default([]),
+    import_path: Name.nullable().optional(),
+    kwargs: BoundedDict.default({}),
   })
   .superRefine((r, ctx) => {
     if (r.backend !== "local" && !r.image) {
@@ -75,10 +135,10 @@ export const RuntimeSpec = z
 export type RuntimeSpec = z.infer<typeof RuntimeSpec>;
 
 export const ExecInput = z.object({
-  command: z.string().min(1),
-  cwd: z.string().nullable().optional(),
-  env: StrDict.nullable().optional(),
-  timeout_seconds: z.number().positive().optional(),
+  command: Text.min(1),
+  cwd: Name.nullable().optional(),
+  env: Env.nullable().optional(),
+  timeout_seconds: Seconds.optional(),
 });
 export type ExecInput = z.infer<typeof ExecInput>;
 
@@ -86,11 +146,11 @@ export type ExecInput = z.infer<typeof ExecInput>;
 
 export const MCPServerSpec = z
   .object({
-    name: z.string().min(1),
+    name: Name.min(1),
     transport: z.enum(["stdio", "sse", "streamable-http"]),
-    command: z.string().nullable().optional(),
-    args: z.array(z.string()).default([]),
-    url: z.string().nullable().optional(),
+    command: Text.nullable().optional(),
+    args: list(Text).default([]),
+    url: Name.nullable().optional(),
   })
   .superRefine((m, ctx) => {
     if (m.transport === "stdio" && !m.command) ctx.addIssue({ code: "custom", path: ["command"], message: "required for stdio" });
@@ -100,13 +160,13 @@ export type MCPServerSpec = z.infer<typeof MCPServerSpec>;
 
 export const AgentSpec = z
   .object({
-    harness: z.string().min(1).nullable().optional(),
-    import_path: z.string().min(1).nullable().optional(),
-    model_name: z.string().nullable().optional(),
-    settings: Dict.default({}),
-    env: StrDict.default({}),
-    mcp_servers: z.array(MCPServerSpec).default([]),
-    skills_path: z.string().nullable().optional(),
+    harness: Name.min(1).nullable().optional(),
+    import_path: Name.min(1).nullable().optional(),
+    model_name: Name.nullable().optional(),
+    settings: BoundedDict.default({}),
+    env: Env.default({}),
+    mcp_servers: list(MCPServerSpec).default([]),
+    skills_path: Name.nullable().optional(),
     custom_shell: ExecInput.nullable().optional(),
   })
   .superRefine((a, ctx) => {
@@ -134,15 +194,15 @@ export type AgentRunResult = z.infer<typeof AgentRunResult>;
 // ---------------------------------------------------------------- strategies
 
 export const StrategySpec = z.object({
-  strategy: z.string().min(1),
-  config: Dict.default({}),
+  strategy: Name.min(1),
+  config: BoundedDict.default({}),
 });
 export type StrategySpec = z.infer<typeof StrategySpec>;
 
 export const EvaluatorSpec = z.object({
-  strategy: z.string().min(1),
-  config: Dict.default({}),
-  env: StrDict.default({}),
+  strategy: Name.min(1),
+  config: BoundedDict.default({}),
+  env: Env.default({}),
   refresh_runtime: z.boolean().default(false),
 });
 export type EvaluatorSpec = z.infer<typeof EvaluatorSpec>;
@@ -152,16 +212,19 @@ export type EvaluatorSpec = z.infer<typeof EvaluatorSpec>;
 export const TaskRequest = z
   .object({
     task_id: Id,
-    instruction: z.string(),
-    num_samples: z.number().int().min(1).max(10_000).default(1),
+    instruction: z.string().max(LIMITS.instructionChars),
+    num_samples: z.number().int().min(1).max(LIMITS.num_samples).default(1),
     dispatch_priority: z.number().int().min(0).max(100).default(0),
-    early_stop_min_usable_sessions: z.number().int().min(1).nullable().optional(),
-    timeout_seconds: z.number().positive().default(600),
+    early_stop_min_usable_sessions: z.number().int().min(1).max(LIMITS.num_samples).nullable().optional(),
+    /** Session budget, counted from the start of the session's INIT. */
+    timeout_seconds: Seconds.default(600),
+    /** Extension: longest a session may wait for a gateway before it is given TIMEOUT (default: no limit). */
+    queue_timeout_seconds: Seconds.nullable().optional(),
     runtime: RuntimeSpec.nullable().optional(),
     agent: AgentSpec,
     builder: StrategySpec.default({ strategy: "per_request", config: {} }),
     evaluator: EvaluatorSpec.nullable().optional(),
-    callback_url: z.url().nullable().optional(),
+    callback_url: z.url().max(LIMITS.nameChars).nullable().optional(),
     metadata: TaskMetadata.default({}),
     /** Extension: the gateway pool the sessions are dispatched to. */
     pool: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/).default("default"),
@@ -171,6 +234,16 @@ export const TaskRequest = z
     if (min != null && min > t.num_samples) {
       ctx.addIssue({ code: "custom", path: ["early_stop_min_usable_sessions"], message: "must be <= num_samples" });
     }
+    // Reference fields this server accepts in the schema but does not implement: refused, never ignored.
+    const unbuilt: Array<[string[], unknown, string]> = [
+      [["agent", "import_path"], t.agent.import_path, "agents are CLI harnesses named by agent.harness"],
+      [["runtime", "import_path"], t.runtime?.import_path, "runtimes are the built-in backends named by runtime.backend"],
+      [["runtime", "direct_exec_init_command"], t.runtime?.direct_exec_init_command, "use a prepare exec action"],
+      [["runtime", "storage_mb"], t.runtime?.storage_mb, "no runtime backend applies a storage quota"],
+    ];
+    for (const [path, value, hint] of unbuilt) {
+      if (value != null) ctx.addIssue({ code: "custom", path, message: `is not supported by this server (${hint})` });
+    }
   });
 export type TaskRequest = z.infer<typeof TaskRequest>;
 export type TaskRequestInput = z.input<typeof TaskRequest>;
@@ -178,9 +251,9 @@ export type TaskRequestInput = z.input<typeof TaskRequest>;
 export const SessionDispatch = z.object({
   session_id: Id,
   task_id: Id,
-  instruction: z.string(),
+  instruction: z.string().max(LIMITS.instructionChars),
   dispatch_priority: z.number().int().min(0).max(100).default(0),
-  remaining_timeout_seconds: z.number().positive(),
+  remaining_timeout_seconds: Seconds,
   runtime: RuntimeSpec.nullable().optional(),
   agent: AgentSpec,
   builder: StrategySpec.default({ strategy: "per_request", config: {} }),

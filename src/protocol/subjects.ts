@@ -18,10 +18,25 @@ export function assertToken(kind: string, value: string): string {
   return value;
 }
 
-/** Ids may contain dots; inside subjects a dot is encoded so the id stays one token. */
+/**
+ * Ids may contain dots; inside subjects and KV keys an id is one token. The
+ * encoding is injective and reversible: `_` becomes `_5F_` and `.` becomes
+ * `_2E_`, so every `_` in a token starts an escape (`a.b` is `a_2E_b`, while
+ * the id `a_2E_b` is `a_5F_2E_5F_b`). Every subject, key and decoder uses
+ * this pair of functions.
+ */
 export function idToken(kind: string, id: string): string {
   if (!ID_RE.test(id)) throw new TypeError(`${kind} ${JSON.stringify(id)} is not a valid id (${ID_RE.source})`);
-  return id.replaceAll(".", "_2E_");
+  return id.replaceAll("_", "_5F_").replaceAll(".", "_2E_");
+}
+
+/** The inverse of `idToken`; throws on a token no id encodes to. */
+export function idFromToken(kind: string, token: string): string {
+  const id = token.replace(/_(2E|5F)_/g, (_, hex: string) => (hex === "2E" ? "." : "_"));
+  if (!ID_RE.test(id) || idToken(kind, id) !== token) {
+    throw new TypeError(`${kind} token ${JSON.stringify(token)} does not encode an id`);
+  }
+  return id;
 }
 
 export const STREAMS = {

@@ -13,7 +13,8 @@ import { join } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import { decode, encode } from "../../protocol/codec.ts";
-import { STREAMS, SUBJECTS, nodeKey, type EventKind } from "../../protocol/subjects.ts";
+import { STREAMS, SUBJECTS, idFromToken, nodeKey, type EventKind } from "../../protocol/subjects.ts";
+import { errorMessage } from "../../protocol/errors.ts";
 import type { GatewayNodeInfo, NodeHeartbeat, RuntimeSpec } from "../../protocol/schemas.ts";
 import { DEFAULT_INFRA, ensureDispatchConsumer, openInfra, type InfraOptions } from "../../nats/infra.ts";
 import { startProxy } from "../../proxy/server.ts";
@@ -117,7 +118,12 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
   const cancelSub = deps.nc.subscribe(SUBJECTS.sessionCancelAll, {
     callback: (err, msg) => {
       if (err) return log.error({ err }, "cancel subscription failed");
-      const sid = msg.subject.slice(msg.subject.lastIndexOf(".") + 1).replaceAll("_2E_", ".");
+      let sid: string;
+      try {
+        sid = idFromToken("session_id", msg.subject.slice(msg.subject.lastIndexOf(".") + 1));
+      } catch (e) {
+        return log.warn({ err: errorMessage(e), subject: msg.subject }, "cancel for a subject that encodes no session id");
+      }
       const reason = cancelReason(msg.data);
       if (pipeline.cancel(sid, reason)) log.info({ session_id: sid, reason }, "session cancelled");
     },
