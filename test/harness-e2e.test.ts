@@ -74,9 +74,11 @@ beforeAll(async () => {
   await writeFile(join(root, "skills", SKILL, "SKILL.md"), `---\nname: ${SKILL}\ndescription: Use when asked about polar markers.\n---\n\nSay "marker".\n`);
   // Claude Code's system prompt and 24 tools come to ~50k tokens: serve a 128k context like Qwen3 with YaRN.
   sys = await startTestSystem({ playbookPath: await writePlaybook(root), maxModelLen: 131_072 });
-  await sys.startSupervisor();
+  // The skills folder and the connect shims are uploaded from this test's directory.
+  await sys.startSupervisor({ uploadRoots: [root] });
   const gw = await sys.startGateway({
     nodeId: "gw-harness-e2e",
+    uploadRoots: [root],
     toolsDir: TOOLS,
     workRoot,
     keepSessionDirs: true,

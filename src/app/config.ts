@@ -32,6 +32,15 @@ const Gateway = z.strictObject({
   proxy: Proxy.default(() => Proxy.parse({})),
 });
 
+/** Security settings (see SECURITY.md). */
+const Security = z.strictObject({
+  /** Host directories tasks may upload from (prepare upload_file/upload_dir, agent.skills_path); default: polar's example files. */
+  upload_roots: z.array(z.string().min(1)).optional(),
+  /** Hosts (`name`, `addr` or `host:port`) callbacks may go to; empty: any host except link-local and this host's polar ports. */
+  callback_allow_hosts: z.array(z.string().min(1)).default([]),
+  callback_allow_link_local: z.boolean().default(false),
+});
+
 export const PolarConfig = z.strictObject({
   nats_url: z.string().optional(),
   supervisor: z
@@ -42,6 +51,7 @@ export const PolarConfig = z.strictObject({
     })
     .default({ http_host: "127.0.0.1", http_port: 8080, result_grace_ms: 120_000 }),
   gateway: Gateway.default(() => Gateway.parse({})),
+  security: Security.default(() => Security.parse({})),
   infra: z
     .strictObject({
       dispatch_ack_wait_ms: z.number().int().min(500).default(30_000),
@@ -101,6 +111,15 @@ export function gatewayOptionsFrom(c: PolarConfig) {
       upstreamTimeoutMs: g.proxy.upstream_timeout_ms,
     },
     infra: infraOptionsFrom(c),
+    uploadRoots: c.security.upload_roots ? [...c.security.upload_roots] : undefined,
+  };
+}
+
+/** The supervisor's security options from the config. */
+export function supervisorSecurityFrom(c: PolarConfig) {
+  return {
+    uploadRoots: c.security.upload_roots ? [...c.security.upload_roots] : undefined,
+    callback: { policy: { allowHosts: [...c.security.callback_allow_hosts], allowLinkLocal: c.security.callback_allow_link_local } },
   };
 }
 

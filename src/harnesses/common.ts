@@ -3,6 +3,7 @@
  * in-sandbox paths under the agent's HOME, the one setup exec that creates
  * config directories and finds the binary, skills, and the headless command.
  */
+import { assertUploadAllowed, realish } from "../security/upload-roots.ts";
 import { existsSync } from "node:fs";
 import { posix } from "node:path";
 import { z } from "zod";
@@ -110,7 +111,8 @@ export async function installSkills(ctx: HarnessContext, agent: AgentSpec, dest:
   const src = agent.skills_path;
   if (!src) return;
   if (existsSync(src)) {
-    await ctx.runtime.upload(src, dest);
+    if (ctx.uploadRoots) assertUploadAllowed(src, ctx.uploadRoots, "agent.skills_path");
+    await ctx.runtime.upload(ctx.uploadRoots ? realish(src) : src, dest);
     return;
   }
   const r = await ctx.runtime.exec(`mkdir -p ${shellQuote(dest)} && cp -R ${shellQuote(`${src.replace(/\/+$/, "")}/.`)} ${shellQuote(dest)}`, {

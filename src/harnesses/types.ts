@@ -17,6 +17,8 @@ export interface HarnessContext {
   taskId: string;
   /** The environment every step gets (proxy contract, runtime env, agent env). */
   env: Record<string, string>;
+  /** Host directories `agent.skills_path` may be uploaded from (undefined: not checked here). */
+  uploadRoots?: readonly string[];
 }
 
 export interface HarnessStep {

@@ -6,6 +6,7 @@
 import type { IncomingHttpHeaders } from "node:http";
 import type { Json } from "./chat-types.ts";
 import type { ApiType } from "./dialect.ts";
+import { decodeSegment } from "../util/uri.ts";
 
 export type Operation = "generate" | "count_tokens" | "list_models" | "get_model";
 
@@ -17,6 +18,17 @@ export interface Route {
   pathModel?: string;
   /** Google's streamGenerateContent. */
   googleStream?: boolean;
+  /** The path could not be decoded: answered as this error, in the route's dialect. */
+  pathError?: Error;
+}
+
+/** A route whose model segment is decoded, or carries the decoding error. */
+function withModel(route: Route, raw: string): Route {
+  try {
+    return { ...route, pathModel: decodeSegment(raw, "the model in the path") };
+  } catch (err) {
+    return { ...route, pathError: err as Error };
+  }
 }
 
 const GOOGLE_RE = /\/models\/([^/:]+):(generateContent|streamGenerateContent|countTokens)$/;
@@ -33,7 +45,7 @@ export function detectRoute(method: string, path: string, headers: IncomingHttpH
   const g = GOOGLE_RE.exec(p);
   if (g) {
     const op = g[2] === "countTokens" ? "count_tokens" : "generate";
-    return { apiType: "google", op, pathModel: decodeURIComponent(g[1]), googleStream: g[2] === "streamGenerateContent" };
+    return withModel({ apiType: "google", op, googleStream: g[2] === "streamGenerateContent" }, g[1]);
   }
   if (headers["anthropic-version"] !== undefined) return { apiType: "anthropic", op: "generate" };
   return { op: "generate" };
@@ -44,7 +56,7 @@ function detectGet(p: string, headers: IncomingHttpHeaders): Route | undefined {
   if (!m) return undefined;
   const apiType: ApiType = m[1] !== "v1" ? "google" : headers["anthropic-version"] !== undefined ? "anthropic" : "openai_chat";
   if (m[2] === undefined) return { apiType, op: "list_models" };
-  return { apiType, op: "get_model", pathModel: decodeURIComponent(m[2]) };
+  return withModel({ apiType, op: "get_model" }, m[2]);
 }
 
 /** Body-shape detection for a POST whose path and headers did not tell. */
@@ -70,7 +82,7 @@ export function splitCredentialPath(path: string): { credential?: string; path: 
   const end = path.indexOf("/", 3);
   const raw = end < 0 ? path.slice(3) : path.slice(3, end);
   if (!raw) return { path };
-  return { credential: decodeURIComponent(raw), path: end < 0 ? "/" : path.slice(end) };
+  return { credential: decodeSegment(raw, "the credential in the path"), path: end < 0 ? "/" : path.slice(end) };
 }
 
 /** The credential in the headers: Authorization Bearer, then x-api-key, then x-goog-api-key, then `?key=`. */

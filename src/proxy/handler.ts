@@ -50,12 +50,14 @@ async function serve(d: HandlerDeps, req: IncomingMessage, res: ServerResponse):
   const query = new URLSearchParams(q < 0 ? "" : url.slice(q + 1));
   const method = req.method ?? "GET";
   if (rawPath === "/health" && method === "GET") return sendJson(res, 200, { status: "ok", inflight: d.stats.inflight });
-  const { credential: pathCred, path } = splitCredentialPath(rawPath);
-  const route = detectRoute(method, path, req.headers);
   // Known as early as possible, so a failure at any step is answered in the right dialect.
-  let apiType: ApiType = route?.apiType ?? "openai_chat";
+  let apiType: ApiType = "openai_chat";
   try {
+    const { credential: pathCred, path } = splitCredentialPath(rawPath);
+    const route = detectRoute(method, path, req.headers);
+    apiType = route?.apiType ?? apiType;
     if (!route) throw proxyError("not_found", `no route for ${method} ${path}`);
+    if (route.pathError) throw route.pathError;
     const credential = pathCred ?? headerCredential(req.headers, query);
     const session = authenticate(d.sessions, credential);
     if (route.op === "list_models" || route.op === "get_model") {

@@ -13,16 +13,24 @@ import type { Logger } from "pino";
 import { PolarError } from "../protocol/errors.ts";
 import type { PrepareAction } from "../protocol/schemas.ts";
 import { backoffMs, runtimeError } from "./common.ts";
+import { realish, uploadRefusal } from "../security/upload-roots.ts";
 import type { ExecResult, Runtime } from "./types.ts";
 
 const STDERR_TAIL = 2000;
 
-export async function runPrepare(runtime: Runtime, actions: PrepareAction[], opts: { signal: AbortSignal; log: Logger }): Promise<void> {
+export interface PrepareOptions {
+  signal: AbortSignal;
+  log: Logger;
+  /** Host directories uploads may come from (after symlinks); undefined: not checked here. */
+  uploadRoots?: readonly string[];
+}
+
+export async function runPrepare(runtime: Runtime, actions: PrepareAction[], opts: PrepareOptions): Promise<void> {
   for (const [index, action] of actions.entries()) {
     throwIfAborted(opts.signal);
     const t0 = performance.now();
     if (action.type === "exec") await runExec(runtime, action, index, opts);
-    else await runUpload(runtime, action, index);
+    else await runUpload(runtime, action, index, opts.uploadRoots);
     opts.log.debug({ index, type: action.type, ms: Math.round(performance.now() - t0) }, "prepare action done");
   }
 }
@@ -32,8 +40,13 @@ function describe(a: PrepareAction, index: number): string {
   return `prepare action ${index} (${a.type} ${what})`;
 }
 
-async function runUpload(runtime: Runtime, a: PrepareAction, index: number): Promise<void> {
-  const source = a.source!;
+async function runUpload(runtime: Runtime, a: PrepareAction, index: number, roots?: readonly string[]): Promise<void> {
+  let source = a.source!;
+  if (roots) {
+    const why = uploadRefusal(source, roots);
+    if (why) throw new PolarError("forbidden", `${describe(a, index)} refused: ${why}`, { details: { index, type: a.type, reason: "upload_outside_roots", path: source } });
+    source = realish(source); // copy what was checked, not what a swapped link points to later
+  }
   let isDir: boolean;
   try {
     isDir = (await stat(source)).isDirectory();

@@ -57,7 +57,7 @@ export async function initRuntime(s: RunScope, onRuntime: (r: Runtime) => void):
   s.mark("runtimeStart");
   await budgeted(runtime.start(), s.sessionLeftMs(), "runtime start", s.signal);
   s.mark("runtimeStarted");
-  await budgeted(runPrepare(runtime, spec.prepare, { signal: s.signal, log: s.log }), s.sessionLeftMs(), "prepare", s.signal);
+  await budgeted(runPrepare(runtime, spec.prepare, { signal: s.signal, log: s.log, uploadRoots: s.g.uploadRoots }), s.sessionLeftMs(), "prepare", s.signal);
   s.mark("prepared");
   return runtime;
 }
@@ -88,7 +88,7 @@ function harnessContext(s: RunScope, runtime: Runtime, credential: string): Harn
     ...(runtimeSpec(s).env ?? {}),
     ...d.agent.env,
   };
-  return { runtime, proxyUrl: runtime.proxyUrl, credential, sessionId: d.session_id, taskId: d.task_id, env };
+  return { runtime, proxyUrl: runtime.proxyUrl, credential, sessionId: d.session_id, taskId: d.task_id, env, uploadRoots: s.g.uploadRoots };
 }
 
 async function runSteps(s: RunScope, harness: Harness, ctx: HarnessContext, agentDeadline: number): Promise<AgentRunResult> {

@@ -26,6 +26,8 @@ export interface GatewayContext {
   workRoot: string;
   toolsDir?: string;
   keepSessionDirs: boolean;
+  /** Host directories uploads (prepare, skills) may come from. */
+  uploadRoots: readonly string[];
   builderDeps(): BuilderDeps;
   emit(kind: EventKind, body: unknown): void;
 }

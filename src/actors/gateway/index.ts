@@ -27,6 +27,7 @@ import type { GatewayContext, GatewayRegistries } from "./context.ts";
 import { Pipeline, type StageLimits } from "./pipeline.ts";
 import { reapLeftovers } from "./reap.ts";
 import { toolsDir } from "../../tools/paths.ts";
+import { DEFAULT_UPLOAD_ROOTS } from "../../security/upload-roots.ts";
 
 export interface GatewayDeps {
   nc: NatsConnection;
@@ -48,6 +49,8 @@ export interface GatewayOptions {
   toolsDir?: string;
   keepSessionDirs?: boolean;
   infra?: InfraOptions;
+  /** Host directories tasks may upload from (default: polar's example files only). */
+  uploadRoots?: readonly string[];
 }
 
 export interface GatewayHandle extends ActorHandle {
@@ -102,6 +105,7 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
     workRoot,
     toolsDir: opts.toolsDir ?? (existsSync(toolsDir()) ? toolsDir() : undefined),
     keepSessionDirs: opts.keepSessionDirs ?? false,
+    uploadRoots: opts.uploadRoots ?? DEFAULT_UPLOAD_ROOTS,
     builderDeps: () => ({ tokenizer: (tokenizer ??= qwen3Tokenizer()) }),
     emit,
   };

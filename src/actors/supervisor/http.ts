@@ -10,19 +10,30 @@ import { readJson, sendError, sendJson } from "../../util/http.ts";
 import type { TaskService } from "./tasks.ts";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { streamEvents } from "./events.ts";
+import { decodeSegment } from "../../util/uri.ts";
 
 const MAX_BODY = 8 * 1024 * 1024;
 
 export function createApiServer(tasks: TaskService, nc: NatsConnection, log: Logger): Server {
   return createServer((req, res) => {
     if (req.method === "GET" && req.url?.split("?")[0] === "/events") return streamEvents(nc, res);
-    route(tasks, req.method ?? "GET", new URL(req.url ?? "/", "http://x"), req)
+    Promise.resolve()
+      .then(() => route(tasks, req.method ?? "GET", parseUrl(req.url), req))
       .then((body) => sendJson(res, 200, body))
       .catch((err) => {
         if (!(err instanceof PolarError)) log.error({ err, url: req.url }, "API request failed");
         sendError(res, err);
       });
   });
+}
+
+/** The request target; a malformed one is a 400, never an exception in the request listener. */
+function parseUrl(raw: string | undefined): URL {
+  try {
+    return new URL(raw ?? "/", "http://x");
+  } catch (err) {
+    throw new PolarError("validation", "malformed request target", { details: { target: String(raw).slice(0, 200) }, cause: err });
+  }
 }
 
 async function route(tasks: TaskService, method: string, url: URL, req: Parameters<typeof readJson>[0]): Promise<unknown> {
@@ -36,7 +47,7 @@ async function route(tasks: TaskService, method: string, url: URL, req: Paramete
   if (path === "/nodes" && method === "GET") return { nodes: await tasks.nodes() };
   const m = /^\/rollout\/task\/([^/]+)$/.exec(path);
   if (m) {
-    const task_id = decodeURIComponent(m[1]);
+    const task_id = decodeSegment(m[1], "the task id in the path");
     if (method === "GET") return tasks.get({ task_id });
     if (method === "DELETE") {
       return tasks.cancel({ task_id, register_if_missing: url.searchParams.get("register_if_missing") === "true" });

@@ -21,6 +21,9 @@ import { consumeResults } from "./results.ts";
 import { followDeadLetters } from "./dead-letters.ts";
 import { TaskStore, type TaskRecord } from "./task-store.ts";
 import { TaskService, type LiveState, type SpecChecker } from "./tasks.ts";
+import { submitChecks } from "./admission.ts";
+import { DEFAULT_CALLBACK_POLICY, type CallbackPolicy } from "../../security/callback-policy.ts";
+import { DEFAULT_UPLOAD_ROOTS } from "../../security/upload-roots.ts";
 
 export interface SupervisorDeps {
   nc: NatsConnection;
@@ -33,7 +36,9 @@ export interface SupervisorOptions {
   /** HTTP API; `undefined` port means no HTTP server. */
   http?: { host: string; port: number };
   infra?: InfraOptions;
-  callback?: Partial<CallbackOptions>;
+  callback?: Partial<Omit<CallbackOptions, "policy">> & { policy?: Partial<CallbackPolicy> };
+  /** Host directories `upload_file`/`upload_dir`/`skills_path` may name (default: polar's example files). */
+  uploadRoots?: readonly string[];
   /** Sessions with no result this long after their task budget are given a TIMEOUT result. */
   resultGraceMs?: number;
   sweepIntervalMs?: number;
@@ -51,9 +56,13 @@ export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOpti
   const store = new TaskStore(infra.tasks);
   const emit = (kind: EventKind, body: unknown) => deps.nc.publish(SUBJECTS.event(kind), encode(body));
   const live = new Map<string, LiveState>();
-  const tasks = new TaskService({ infra, store, log, check: deps.check, emit, live });
   const abort = new AbortController();
-  const callbackOpts = { ...DEFAULT_CALLBACK, ...opts.callback };
+  // This host's NATS and API ports are never a callback target (the API port is known once listening).
+  const localPorts = [deps.nc.info?.port].filter((p): p is number => typeof p === "number");
+  const policy: CallbackPolicy = { ...DEFAULT_CALLBACK_POLICY, ...opts.callback?.policy, localPorts };
+  const callbackOpts = { ...DEFAULT_CALLBACK, ...opts.callback, policy };
+  const admit = submitChecks(deps.check, opts.uploadRoots ?? DEFAULT_UPLOAD_ROOTS, policy);
+  const tasks = new TaskService({ infra, store, log, check: admit, emit, live });
 
   const onTaskDone = async (rec: TaskRecord) => {
     emit("task.done", { task_id: rec.request.task_id, status: rec.status });
@@ -93,6 +102,7 @@ export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOpti
   if (opts.http) {
     server = createApiServer(tasks, deps.nc, log);
     const port = await listen(server, opts.http.port, opts.http.host);
+    localPorts.push(port);
     httpUrl = `http://${opts.http.host === "0.0.0.0" ? "127.0.0.1" : opts.http.host}:${port}`;
   }
   log.info({ httpUrl }, "supervisor started");

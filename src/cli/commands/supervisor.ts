@@ -1,6 +1,6 @@
 import type { Command } from "commander";
 import { startSupervisor } from "../../actors/supervisor/index.ts";
-import { infraOptionsFrom, loadConfig } from "../../app/config.ts";
+import { infraOptionsFrom, loadConfig, supervisorSecurityFrom } from "../../app/config.ts";
 import { createRegistries, specChecker } from "../../app/registries.ts";
 import { connectNats } from "../../nats/infra.ts";
 import { createLogger } from "../../util/log.ts";
@@ -24,6 +24,7 @@ export function register(program: Command): void {
           http: { host: o.httpHost ?? config.supervisor.http_host, port: o.httpPort ?? config.supervisor.http_port },
           infra: infraOptionsFrom(config),
           resultGraceMs: config.supervisor.result_grace_ms,
+          ...supervisorSecurityFrom(config),
         },
       );
       process.stdout.write(`supervisor: API ${sup.httpUrl}\n`);

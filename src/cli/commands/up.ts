@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { gatewayOptionsFrom, loadConfig } from "../../app/config.ts";
+import { gatewayOptionsFrom, loadConfig, supervisorSecurityFrom } from "../../app/config.ts";
 import { up } from "../../app/up.ts";
 import { connectNats } from "../../nats/infra.ts";
 import { createLogger } from "../../util/log.ts";
@@ -28,7 +28,7 @@ export function register(program: Command): void {
         natsUrl: o.nats ?? config.nats_url,
         sim: o.upstream ? false : { playbookPath: o.playbook, ...(o.maxModelLen ? { maxModelLen: o.maxModelLen } : {}) },
         upstreams: o.upstream,
-        supervisor: { http: { host: config.supervisor.http_host, port: o.httpPort ?? config.supervisor.http_port } },
+        supervisor: { http: { host: config.supervisor.http_host, port: o.httpPort ?? config.supervisor.http_port }, ...supervisorSecurityFrom(config) },
         gateway: { ...gw, proxy: { ...gw.proxy, upstreams: o.upstream ?? gw.proxy.upstreams } },
       });
       const urls = { nats_url: sys.natsUrl, api_url: sys.supervisor.httpUrl, proxy_url: sys.gateway.proxyUrl, sim_url: sys.sim?.url, pid: process.pid };
