@@ -18,6 +18,8 @@ if [ "${POLAR_SKIP_DOCKER:-}" != "1" ]; then
   bash scripts/install-docker.sh
   bash scripts/start-dockerd.sh
   bash scripts/base-image.sh
+  # One image per SWE-style instance in config/swe (python3 + pytest, /testbed at the base commit).
+  bash scripts/swe-images.sh
 fi
 if [ "${POLAR_SKIP_TOOLS:-}" != "1" ]; then
   node bin/polar.js tools install

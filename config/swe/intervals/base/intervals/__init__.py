@@ -1,0 +1,4 @@
+"""Closed integer intervals."""
+from .merge import merge, total_length
+
+__all__ = ["merge", "total_length"]

@@ -1,0 +1,4 @@
+"""Exact rational numbers."""
+from .rational import Rational
+
+__all__ = ["Rational"]
