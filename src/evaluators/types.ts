@@ -1,15 +1,30 @@
-/** Evaluators score a built trajectory (rewards), possibly by running checks in the runtime. */
-import type { AgentRunResult, EvalResult, Trajectory } from "../protocol/schemas.ts";
+/** Evaluators score a built trajectory (rewards), possibly by running checks in a runtime. */
+import type { AgentRunResult, EvalResult, RuntimeSpec, Trajectory } from "../protocol/schemas.ts";
 import type { Runtime } from "../runtimes/types.ts";
 import type { Factory } from "../util/registry.ts";
+
+/** What `collect` gets: the live agent runtime, before it is released. */
+export interface CollectInput {
+  runtime: Runtime;
+  env: Record<string, string>;
+  signal: AbortSignal;
+  timeoutMs: number;
+}
 
 export interface EvaluateInput {
   trajectory: Trajectory;
   sessionId: string;
   taskId: string;
   agentResult: AgentRunResult | null;
-  /** The live agent runtime, when it is still up. */
+  /** The live agent runtime, when it is still up (absent once released for a fresh runtime). */
   runtime?: Runtime;
+  /** A fresh runtime of the session's spec, started and prepared for evaluation (`refresh_runtime`). */
+  evalRuntime?: Runtime;
+  /** What `collect` took from the agent's runtime (e.g. the patch), when the evaluator has `collect`. */
+  collected?: unknown;
+  runtimeSpec?: RuntimeSpec;
+  /** A host directory for the evaluation's files (logs); kept with the session's directory. */
+  artifactsDir?: string;
   env: Record<string, string>;
   signal: AbortSignal;
   timeoutMs: number;
@@ -17,6 +32,12 @@ export interface EvaluateInput {
 
 export interface Evaluator {
   readonly name: string;
+  /**
+   * Takes what evaluation needs from the agent's runtime (e.g. the patch) so
+   * that runtime can be released before evaluation runs elsewhere. The value
+   * must be JSON-serialisable; it comes back as `EvaluateInput.collected`.
+   */
+  collect?(input: CollectInput): Promise<unknown>;
   evaluate(input: EvaluateInput): Promise<EvalResult>;
 }
 
