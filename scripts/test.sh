@@ -25,6 +25,8 @@ if [ "${POLAR_SKIP_TOOLS:-}" != "1" ]; then
   node bin/polar.js tools install
 fi
 npx tsc --noEmit -p .
+# The package's library entry (dist/), which the package test imports by name.
+npm run build --silent
 mkdir -p .polar
 status=0
 npx vitest run --reporter=default --reporter=json --outputFile.json=.polar/test-results.json "$@" || status=$?

@@ -1,20 +1,18 @@
 /**
- * Submitting a task as a trainer would, over NATS: submit, follow progress,
- * print a per-session summary, and optionally write every trace from the
- * POLAR_TRACES stream to a JSONL file.
+ * Submitting a task as a trainer would, over NATS: submit, follow progress
+ * with the trainer client, print a per-session summary, and optionally write
+ * every trace from the POLAR_TRACES stream to a JSONL file.
  */
 import { createWriteStream } from "node:fs";
 import { readFile } from "node:fs/promises";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { jetstream, DeliverPolicy } from "@nats-io/jetstream";
-import { Objm } from "@nats-io/obj";
+import { once } from "node:events";
+import { PolarClient } from "../client/client.ts";
+import type { TaskHandle } from "../client/handle.ts";
 import { request } from "../nats/messages.ts";
-import { readDurable } from "../nats/messages.ts";
 import { ValidationError } from "../protocol/errors.ts";
 import type { SubmitReply, TaskStatus } from "../protocol/schemas.ts";
-import { BUCKETS, STREAMS, SUBJECTS } from "../protocol/subjects.ts";
-
-const FINAL = new Set(["completed", "failed", "cancelled"]);
+import { SUBJECTS } from "../protocol/subjects.ts";
 
 export async function readTaskFile(path: string): Promise<unknown> {
   const text = await readFile(path, "utf8").catch((err) => {
@@ -31,26 +29,31 @@ export async function submitTask(nc: NatsConnection, task: unknown): Promise<Sub
   return request<SubmitReply>(nc, SUBJECTS.api.submit, task);
 }
 
-/** Polls the task until it is final, printing a line whenever progress changes. */
-export async function waitForTask(
+/**
+ * Follows a task with the trainer client until it is final: a progress line
+ * whenever a session's result lands (no status polling), and with `out`
+ * every trace written to a JSONL file as it is published.
+ */
+export async function followTask(
   nc: NatsConnection,
   taskId: string,
   write: (line: string) => void,
-  opts: { pollMs?: number; signal?: AbortSignal } = {},
-): Promise<TaskStatus> {
+  opts: { out?: string; signal?: AbortSignal } = {},
+): Promise<{ status: TaskStatus; traces: number }> {
+  const client = await PolarClient.connect({ connection: nc });
+  const handle = await client.task(taskId);
   const t0 = Date.now();
-  let last = "";
-  for (;;) {
-    const st = await request<TaskStatus>(nc, SUBJECTS.api.get, { task_id: taskId }, { timeoutMs: 30_000 });
-    const counts = new Map<string, number>();
-    for (const s of st.sessions) counts.set(s.status, (counts.get(s.status) ?? 0) + 1);
-    const line = `${st.completed_sessions}/${st.total_sessions} sessions done (${[...counts].map(([k, v]) => `${k} ${v}`).join(", ")})`;
-    if (line !== last) write(`[${((Date.now() - t0) / 1000).toFixed(1)}s] ${st.status}: ${line}`);
-    last = line;
-    if (FINAL.has(st.status)) return st;
-    if (opts.signal?.aborted) return st;
-    await new Promise((r) => setTimeout(r, opts.pollMs ?? 500));
+  const tracesWritten = opts.out ? writeTraces(handle, opts.out, opts.signal) : Promise.resolve(0);
+  const counts = new Map<string, number>();
+  let done = 0;
+  for await (const r of handle.results({ signal: opts.signal })) {
+    done++;
+    counts.set(r.status, (counts.get(r.status) ?? 0) + 1);
+    const tally = [...counts].map(([k, v]) => `${k} ${v}`).join(", ");
+    write(`[${((Date.now() - t0) / 1000).toFixed(1)}s] ${done}/${handle.totalSessions} sessions done (${tally})`);
   }
+  const traces = await tracesWritten;
+  return { status: await handle.wait({ signal: opts.signal }), traces };
 }
 
 export function formatSummary(st: TaskStatus): string {
@@ -73,21 +76,14 @@ export function formatSummary(st: TaskStatus): string {
   return [`task ${st.task_id}: ${st.status}`, ...lines].join("\n");
 }
 
-/** Writes every trace of the task from POLAR_TRACES (one JSON object a line); returns the count. */
-export async function writeTraces(nc: NatsConnection, taskId: string, path: string, expected: number): Promise<number> {
-  const js = jetstream(nc);
-  const blobs = await new Objm(nc).open(BUCKETS.blobs);
-  const consumer = await js.consumers.get(STREAMS.traces, {
-    filter_subjects: SUBJECTS.traceFilter(taskId),
-    deliver_policy: DeliverPolicy.All,
-  });
+/** Writes every trace of the task (one JSON object a line) as it lands; returns the count. */
+async function writeTraces(handle: TaskHandle, path: string, signal?: AbortSignal): Promise<number> {
   const out = createWriteStream(path);
   let n = 0;
   try {
-    while (n < expected) {
-      const m = await consumer.next({ expires: 2000 });
-      if (!m) break;
-      out.write(`${JSON.stringify(await readDurable({ blobs }, m.data, m.headers))}\n`);
+    for await (const m of handle.traces({ signal })) {
+      const { seq: _seq, ...body } = m;
+      if (!out.write(`${JSON.stringify(body)}\n`)) await once(out, "drain");
       n++;
     }
   } finally {

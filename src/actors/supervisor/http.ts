@@ -1,7 +1,8 @@
 /**
  * The trainer API over HTTP, same schemas and errors as over NATS:
  * POST /rollout/task/submit, GET|DELETE /rollout/task/{id}, GET /rollout/status,
- * GET /nodes, GET /health, GET /events (server-sent events). Errors are `{"error": {code, message, retryable, details}}`.
+ * GET /nodes, GET /health, GET /events (server-sent events), GET /rollout/task/{id}/traces
+ * and /results (a task's traces or results as server-sent events, with replay). Errors are `{"error": {code, message, retryable, details}}`.
  */
 import { createServer, type Server } from "node:http";
 import type { Logger } from "pino";
@@ -11,14 +12,31 @@ import type { TaskService } from "./tasks.ts";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { streamEvents } from "./events.ts";
 import { decodeSegment } from "../../util/uri.ts";
+import { streamTaskSse } from "./task-sse.ts";
 
 const MAX_BODY = 8 * 1024 * 1024;
 
 export function createApiServer(tasks: TaskService, nc: NatsConnection, log: Logger): Server {
   return createServer((req, res) => {
     if (req.method === "GET" && req.url?.split("?")[0] === "/events") return streamEvents(nc, res);
+    let url: URL;
+    try {
+      url = parseUrl(req.url);
+    } catch (err) {
+      return sendError(res, err);
+    }
+    const sse = /^\/rollout\/task\/([^/]+)\/(traces|results)\/?$/.exec(url.pathname);
+    if (req.method === "GET" && sse) {
+      let taskId: string;
+      try {
+        taskId = decodeSegment(sse[1], "the task id in the path");
+      } catch (err) {
+        return sendError(res, err);
+      }
+      return void streamTaskSse(sse[2] as "traces" | "results", taskId, { tasks, nc, log }, url, req, res);
+    }
     Promise.resolve()
-      .then(() => route(tasks, req.method ?? "GET", parseUrl(req.url), req))
+      .then(() => route(tasks, req.method ?? "GET", url, req))
       .then((body) => sendJson(res, 200, body))
       .catch((err) => {
         if (!(err instanceof PolarError)) log.error({ err, url: req.url }, "API request failed");

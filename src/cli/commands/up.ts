@@ -4,7 +4,7 @@ import { up } from "../../app/up.ts";
 import { connectNats } from "../../nats/infra.ts";
 import { createLogger } from "../../util/log.ts";
 import { clearUpState, untilSignal, writeUpState } from "../common.ts";
-import { formatSummary, readTaskFile, submitTask, waitForTask, writeTraces } from "../submit-flow.ts";
+import { followTask, formatSummary, readTaskFile, submitTask } from "../submit-flow.ts";
 
 export function register(program: Command): void {
   program
@@ -54,12 +54,9 @@ async function runOnce(natsUrl: string, file: string, out?: string): Promise<voi
   try {
     const reply = await submitTask(nc, await readTaskFile(file));
     process.stdout.write(`submitted ${reply.task_id}: ${reply.total_sessions} sessions\n`);
-    const st = await waitForTask(nc, reply.task_id, (l) => process.stdout.write(`${l}\n`));
+    const { status: st, traces } = await followTask(nc, reply.task_id, (l) => process.stdout.write(`${l}\n`), { out });
     process.stdout.write(`${formatSummary(st)}\n`);
-    if (out) {
-      const n = await writeTraces(nc, reply.task_id, out, st.sessions.reduce((a, s) => a + s.trace_count, 0));
-      process.stdout.write(`wrote ${n} traces to ${out}\n`);
-    }
+    if (out) process.stdout.write(`wrote ${traces} traces to ${out}\n`);
     if (st.status !== "completed") process.exitCode = 2;
   } finally {
     await nc.drain();

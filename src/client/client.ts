@@ -1,0 +1,47 @@
+/**
+ * The trainer's client: `PolarClient.connect({ nats })` or `({ api })`, then
+ * `submit(task)` for a TaskHandle (results, traces, group, cancel).
+ */
+import type { NatsConnection } from "@nats-io/transport-node";
+import { HttpTransport } from "./http-transport.ts";
+import { TaskHandle } from "./handle.ts";
+import { NatsTransport } from "./nats-transport.ts";
+import type { Transport } from "./transport.ts";
+import type { TaskRequestInput } from "../protocol/schemas.ts";
+
+export type ConnectOptions =
+  | { nats: string; api?: never; name?: string; timeoutMs?: number }
+  | { api: string; nats?: never }
+  | { connection: NatsConnection; timeoutMs?: number };
+
+export class PolarClient {
+  readonly #t: Transport;
+
+  private constructor(t: Transport) {
+    this.#t = t;
+  }
+
+  /** Over NATS (`{ nats: "nats://host:4222" }`, or an open `connection`) or the HTTP API only (`{ api: "http://host:port" }`). */
+  static async connect(opts: ConnectOptions): Promise<PolarClient> {
+    if ("connection" in opts && opts.connection) return new PolarClient(new NatsTransport(opts.connection, opts));
+    if ("nats" in opts && opts.nats) return new PolarClient(await NatsTransport.connect(opts.nats, opts));
+    if ("api" in opts && opts.api) return new PolarClient(new HttpTransport(opts.api));
+    throw new TypeError("PolarClient.connect needs { nats } or { api }");
+  }
+
+  /** Submits a task (TaskRequest JSON); bad fields reject with a `validation` PolarError listing each. */
+  async submit(task: TaskRequestInput | Record<string, unknown>): Promise<TaskHandle> {
+    const reply = await this.#t.submit(task);
+    return new TaskHandle(this.#t, reply.task_id, reply.total_sessions);
+  }
+
+  /** A handle on an existing task (also one that finished long ago); unknown ids reject with `not_found`. */
+  async task(taskId: string): Promise<TaskHandle> {
+    const st = await this.#t.get(taskId);
+    return new TaskHandle(this.#t, st.task_id, st.total_sessions, st.sessions);
+  }
+
+  async close(): Promise<void> {
+    await this.#t.close();
+  }
+}

@@ -1,0 +1,62 @@
+/** The client over NATS: request/reply for the task API, JetStream for results and traces. */
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { request } from "../nats/messages.ts";
+import { PolarError } from "../protocol/errors.ts";
+import type { SubmitReply, TaskStatus } from "../protocol/schemas.ts";
+import { SUBJECTS } from "../protocol/subjects.ts";
+import { TaskStreams } from "./nats-streams.ts";
+import type { Transport } from "./transport.ts";
+import type { StreamOptions } from "./types.ts";
+
+export interface NatsTransportOptions {
+  /** Request timeout for the task API (ms). */
+  timeoutMs?: number;
+  name?: string;
+}
+
+export class NatsTransport implements Transport {
+  readonly nc: NatsConnection;
+  readonly #streams: TaskStreams;
+  readonly #timeoutMs: number;
+  readonly #owned: boolean;
+
+  constructor(nc: NatsConnection, opts: NatsTransportOptions = {}, owned = false) {
+    this.nc = nc;
+    this.#streams = new TaskStreams(nc);
+    this.#timeoutMs = opts.timeoutMs ?? 30_000;
+    this.#owned = owned;
+  }
+
+  static async connect(servers: string, opts: NatsTransportOptions = {}): Promise<NatsTransport> {
+    try {
+      const nc = await connect({ servers, name: opts.name ?? "polar-client", maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+      return new NatsTransport(nc, opts, true);
+    } catch (err) {
+      throw new PolarError("unavailable", `cannot connect to NATS at ${servers}: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  submit(task: unknown): Promise<SubmitReply> {
+    return request<SubmitReply>(this.nc, SUBJECTS.api.submit, task, { timeoutMs: this.#timeoutMs });
+  }
+
+  get(taskId: string): Promise<TaskStatus> {
+    return request<TaskStatus>(this.nc, SUBJECTS.api.get, { task_id: taskId }, { timeoutMs: this.#timeoutMs });
+  }
+
+  cancel(taskId: string): Promise<TaskStatus> {
+    return request<TaskStatus>(this.nc, SUBJECTS.api.cancel, { task_id: taskId }, { timeoutMs: this.#timeoutMs });
+  }
+
+  results(taskId: string, sessionIds: readonly string[], opts: StreamOptions) {
+    return this.#streams.results(taskId, sessionIds, opts);
+  }
+
+  traces(taskId: string, sessionIds: readonly string[], opts: StreamOptions) {
+    return this.#streams.traces(taskId, sessionIds, opts);
+  }
+
+  async close(): Promise<void> {
+    if (this.#owned && !this.nc.isClosed()) await this.nc.drain();
+  }
+}
