@@ -23,7 +23,11 @@ const Gateway = z.strictObject({
   max_init_workers: z.number().int().min(1).default(4),
   max_run_workers: z.number().int().min(1).default(2),
   max_postrun_workers: z.number().int().min(1).default(4),
-  ready_capacity: z.number().int().min(1).optional(),
+  ready_capacity: z.number().int().min(1).max(100_000).optional(),
+  /** Pulled sessions that may wait for an INIT worker (default 0). */
+  init_queue_capacity: z.number().int().min(0).max(100_000).optional(),
+  /** Sessions whose agent finished that may wait for a POSTRUN worker (default: max_postrun_workers). */
+  postrun_queue_capacity: z.number().int().min(0).max(100_000).optional(),
   heartbeat_interval_ms: z.number().int().min(100).default(5000),
   work_root: z.string().optional(),
   tools_dir: z.string().optional(),
@@ -95,6 +99,8 @@ export function gatewayOptionsFrom(c: PolarConfig) {
       maxRunWorkers: g.max_run_workers,
       maxPostrunWorkers: g.max_postrun_workers,
       readyCapacity: g.ready_capacity,
+      initQueueCapacity: g.init_queue_capacity,
+      postrunQueueCapacity: g.postrun_queue_capacity,
     },
     heartbeatIntervalMs: g.heartbeat_interval_ms,
     workRoot: g.work_root,

@@ -110,11 +110,14 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
     emit,
   };
   const maxRun = opts.limits?.maxRunWorkers ?? 2;
+  const maxPost = opts.limits?.maxPostrunWorkers ?? 4;
   const limits: StageLimits = {
     maxInitWorkers: opts.limits?.maxInitWorkers ?? 4,
     maxRunWorkers: maxRun,
-    maxPostrunWorkers: opts.limits?.maxPostrunWorkers ?? 4,
+    maxPostrunWorkers: maxPost,
+    initQueueCapacity: opts.limits?.initQueueCapacity ?? 0,
     readyCapacity: opts.limits?.readyCapacity ?? maxRun,
+    postrunQueueCapacity: opts.limits?.postrunQueueCapacity ?? maxPost,
     keepAliveMs: Math.max(200, Math.floor(infraOpts.dispatchAckWaitMs / 3)),
   };
   const pipeline = new Pipeline(g, infra, new TaskStore(infra.tasks), limits, log);

@@ -1,10 +1,13 @@
 /**
- * The stage pipeline of one gateway: INIT, READY, RUNNING and POSTRUN are
- * bounded (worker semaphores, a READY buffer with a capacity). A session is
- * pulled from the shared durable consumer only when INIT has a free worker
- * and READY has room — backpressure is the dispatch mechanism. While a
- * session is held, its message is kept in progress (`working()`); it is
- * acked only after the SessionResult is durably published.
+ * The stage pipeline of one gateway: INIT, RUNNING and POSTRUN are Stage
+ * mailboxes (workers plus a bounded queue); READY is the RUNNING stage's
+ * queue (sessions that finished INIT and wait for a RUN worker). A session is
+ * pulled from the shared durable consumer only when every stage it will pass
+ * through has room, POSTRUN included: a slow POSTRUN stops the pulling
+ * instead of piling up sessions that each hold a live sandbox. A session
+ * moving on to a full stage waits where it is (backpressure). While a session
+ * is held, its message is kept in progress (`working()`); it is acked only
+ * after the SessionResult is durably published.
  */
 import type { Consumer, JsMsg } from "@nats-io/jetstream";
 import type { Logger } from "pino";
@@ -14,30 +17,31 @@ import { validate } from "../../protocol/codec.ts";
 import { errorMessage } from "../../protocol/errors.ts";
 import { SessionDispatch, type NodeStageMetrics, type SessionResult } from "../../protocol/schemas.ts";
 import { SUBJECTS } from "../../protocol/subjects.ts";
-import { Semaphore } from "../../util/abort.ts";
 import type { TaskStore } from "../supervisor/task-store.ts";
 import type { GatewayContext } from "./context.ts";
 import { SessionAttempt } from "./session.ts";
+import { Stage } from "./stage.ts";
 
 export interface StageLimits {
   maxInitWorkers: number;
   maxRunWorkers: number;
   maxPostrunWorkers: number;
+  /** Sessions pulled that may wait for an INIT worker (default 0: pull only for a free worker). */
+  initQueueCapacity: number;
   /** Sessions that finished INIT and wait for a RUN worker. */
   readyCapacity: number;
+  /** Sessions whose agent finished that may wait for a POSTRUN worker. */
+  postrunQueueCapacity: number;
   /** Interval of `working()` while a session is held (well below the consumer's ack_wait). */
   keepAliveMs: number;
 }
 
 export class Pipeline {
-  readonly #init: Semaphore;
-  readonly #run: Semaphore;
-  readonly #post: Semaphore;
+  readonly #init: Stage;
+  readonly #run: Stage;
+  readonly #post: Stage;
   readonly #sessions = new Map<string, SessionAttempt>();
   readonly #inflight = new Set<Promise<void>>();
-  #ready = 0;
-  #readyWaiters: Array<() => void> = [];
-  #counts = { init: 0, run: 0, post: 0, postQueued: 0 };
 
   constructor(
     private readonly g: GatewayContext,
@@ -46,19 +50,19 @@ export class Pipeline {
     private readonly limits: StageLimits,
     private readonly log: Logger,
   ) {
-    this.#init = new Semaphore(limits.maxInitWorkers);
-    this.#run = new Semaphore(limits.maxRunWorkers);
-    this.#post = new Semaphore(limits.maxPostrunWorkers);
+    this.#init = new Stage({ name: "INIT", workers: limits.maxInitWorkers, queue: limits.initQueueCapacity, whenFull: "wait" });
+    this.#run = new Stage({ name: "RUNNING", workers: limits.maxRunWorkers, queue: limits.readyCapacity, whenFull: "wait" });
+    this.#post = new Stage({ name: "POSTRUN", workers: limits.maxPostrunWorkers, queue: limits.postrunQueueCapacity, whenFull: "wait" });
   }
 
   metrics(): NodeStageMetrics {
     return {
-      init_queue_depth: 0,
-      init_inflight: this.#counts.init,
-      ready_depth: this.#ready,
-      run_inflight: this.#counts.run,
-      postrun_queue_depth: this.#counts.postQueued,
-      postrun_inflight: this.#counts.post,
+      init_queue_depth: this.#init.depth,
+      init_inflight: this.#init.inflight,
+      ready_depth: this.#run.depth,
+      run_inflight: this.#run.inflight,
+      postrun_queue_depth: this.#post.depth,
+      postrun_inflight: this.#post.inflight,
     };
   }
 
@@ -82,40 +86,19 @@ export class Pipeline {
 
   /** Pulls and runs sessions until the signal aborts; then waits for nothing (see `settle`). */
   async pullLoop(consumer: Consumer, signal: AbortSignal): Promise<void> {
-    const wake = () => this.#readyWaiters.splice(0).forEach((w) => w());
-    signal.addEventListener("abort", wake, { once: true });
-    try {
-      await this.#pull(consumer, signal);
-    } finally {
-      signal.removeEventListener("abort", wake);
-    }
-  }
-
-  async #pull(consumer: Consumer, signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
-      let release: (() => void) | undefined;
       try {
-        release = await this.#init.acquire(signal);
-        await this.#readyRoom(signal);
-        if (signal.aborted) {
-          release();
-          break;
-        }
+        await Stage.room([this.#init, this.#run, this.#post], signal);
         const msg = await consumer.next({ expires: 1000 });
-        if (!msg) {
-          release();
-          continue;
-        }
+        if (!msg) continue;
         if (signal.aborted) {
           msg.nak();
-          release();
           break;
         }
-        const p = this.#launch(msg, release).catch((err) => this.log.error({ err }, "session pipeline failed"));
+        const p = this.#launch(msg).catch((err) => this.log.error({ err }, "session pipeline failed"));
         this.#inflight.add(p);
         void p.finally(() => this.#inflight.delete(p));
       } catch (err) {
-        release?.();
         if (signal.aborted) break;
         this.log.warn({ err: errorMessage(err) }, "pull failed; retrying");
         await new Promise((r) => setTimeout(r, 500));
@@ -128,31 +111,16 @@ export class Pipeline {
     while (this.#inflight.size) await Promise.allSettled([...this.#inflight]);
   }
 
-  async #readyRoom(signal: AbortSignal): Promise<void> {
-    while (this.#ready >= this.limits.readyCapacity && !signal.aborted) {
-      await new Promise<void>((r) => this.#readyWaiters.push(r));
-    }
-  }
-
-  #readyChanged(delta: number): void {
-    this.#ready += delta;
-    if (delta < 0) this.#readyWaiters.splice(0).forEach((w) => w());
-  }
-
-  async #launch(msg: JsMsg, releaseInit: () => void): Promise<void> {
+  async #launch(msg: JsMsg): Promise<void> {
     const keepAlive = setInterval(() => msg.working(), this.limits.keepAliveMs);
     keepAlive.unref();
     try {
       const dispatch = await this.#decode(msg);
-      if (!dispatch) {
-        releaseInit();
-        return;
-      }
+      if (!dispatch) return;
       const session = new SessionAttempt(dispatch, msg.info.deliveryCount, this.g);
       this.#sessions.set(session.id, session);
       try {
-        await this.#stages(session, releaseInit);
-        const result = await this.#postrun(session);
+        const result = await this.#stages(session);
         if (session.requeue) {
           msg.nak();
           return;
@@ -171,45 +139,36 @@ export class Pipeline {
     }
   }
 
-  async #stages(session: SessionAttempt, releaseInit: () => void): Promise<void> {
-    const refused = await this.#taskRefusal(session.dispatch.task_id);
-    if (refused) session.cancel(refused);
-    this.#counts.init++;
+  /**
+   * INIT, READY, RUNNING, POSTRUN. A session lets go of a stage only once it
+   * has its place in the next one, so a full stage holds the sessions behind
+   * it where they are. A session that failed or was cancelled goes straight to POSTRUN
+   * (which tears it down and reports).
+   */
+  async #stages(session: SessionAttempt): Promise<SessionResult> {
+    let held: (() => void) | undefined = await this.#init.enter();
+    /** Lets go of the current stage: called once the session has its place in the next one. */
+    const handOff = () => {
+      const h = held;
+      held = undefined;
+      h?.();
+    };
     try {
+      const refused = await this.#taskRefusal(session.dispatch.task_id);
+      if (refused) session.cancel(refused);
       if (!session.abort.signal.aborted) await session.init();
-    } finally {
-      this.#counts.init--;
-      releaseInit();
-    }
-    if (session.failed) return;
-    this.#readyChanged(1);
-    let releaseRun: () => void;
-    try {
-      releaseRun = await this.#run.acquire(session.abort.signal);
-    } catch {
-      return; // cancelled while READY
-    } finally {
-      this.#readyChanged(-1);
-    }
-    this.#counts.run++;
-    try {
-      await session.run();
-    } finally {
-      this.#counts.run--;
-      releaseRun();
-    }
-  }
-
-  async #postrun(session: SessionAttempt): Promise<SessionResult> {
-    this.#counts.postQueued++;
-    const release = await this.#post.acquire();
-    this.#counts.postQueued--;
-    this.#counts.post++;
-    try {
+      if (!session.failed) {
+        const releaseRun = await this.#run.enter(session.abort.signal, handOff).catch(() => undefined); // cancelled while READY: POSTRUN reports it
+        if (releaseRun) {
+          held = releaseRun;
+          await session.run();
+        }
+      }
+      const releasePost = await this.#post.enter(undefined, handOff);
+      held = releasePost;
       return await session.postrun();
     } finally {
-      this.#counts.post--;
-      release();
+      handOff();
     }
   }
 

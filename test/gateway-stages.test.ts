@@ -1,0 +1,55 @@
+/**
+ * Stages as mailboxes over the real system (nats-server, supervisor, a
+ * gateway with the local runtime): a slow POSTRUN stops the pulling, so the
+ * sessions a gateway holds (each with a live sandbox) stay within the sum of
+ * its stage capacities instead of growing with the queue; the depths in the
+ * node metrics are the real ones.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { request } from "../src/nats/messages.ts";
+import { SUBJECTS } from "../src/protocol/subjects.ts";
+import { shellTask, waitTaskDone } from "./helpers/gateway.ts";
+import { startTestSystem, type TestSystem } from "./helpers/system.ts";
+
+/** One model call through the proxy (curl starts in milliseconds, so RUN is fast and POSTRUN the bottleneck). */
+const ONE_CALL = `curl -sf -o /dev/null -H "authorization: Bearer $OPENAI_API_KEY" -H 'content-type: application/json' -d '{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":8}' "$OPENAI_BASE_URL/chat/completions"`;
+
+describe("gateway stages", () => {
+  let sys: TestSystem;
+  beforeAll(async () => {
+    sys = await startTestSystem();
+    await sys.startSupervisor();
+  });
+  afterAll(async () => {
+    await sys?.stop();
+  });
+
+  it("a slow POSTRUN bounds the sessions held (live sandboxes) to the stage capacities", async () => {
+    const limits = { maxInitWorkers: 1, maxRunWorkers: 1, readyCapacity: 1, maxPostrunWorkers: 1, postrunQueueCapacity: 1 };
+    const bound = 1 + 1 + 1 + 1 + 1; // INIT worker, READY, RUN worker, POSTRUN queue, POSTRUN worker
+    const gw = await sys.startGateway({ nodeId: "gw-slow-post", limits });
+    let maxHeld = 0;
+    let maxPostQueue = 0;
+    const sample = setInterval(() => {
+      maxHeld = Math.max(maxHeld, gw.pipeline.size);
+      maxPostQueue = Math.max(maxPostQueue, gw.metrics().postrun_queue_depth);
+    }, 5);
+    try {
+      await request(
+        sys.client,
+        SUBJECTS.api.submit,
+        shellTask("slow-postrun", ONE_CALL, { num_samples: 8, evaluator: { strategy: "command", config: { command: "sleep 1" } } }),
+      );
+      const st = await waitTaskDone(sys, "slow-postrun", 40_000);
+      expect(st.status).toBe("completed");
+      expect(st.results).toHaveLength(8);
+      expect(st.results.map((r) => [r.status, r.attempt, r.error])).toEqual(st.results.map(() => ["COMPLETED", 1, null]));
+    } finally {
+      clearInterval(sample);
+    }
+    expect(maxHeld).toBeLessThanOrEqual(bound);
+    expect(maxHeld).toBeGreaterThanOrEqual(3); // the pipeline did fill up
+    expect(maxPostQueue).toBe(1); // a real depth, never above its capacity
+    await sys.stopGateways();
+  });
+});
