@@ -32,6 +32,8 @@ const Gateway = z.strictObject({
   work_root: z.string().optional(),
   tools_dir: z.string().optional(),
   keep_session_dirs: z.boolean().default(false),
+  /** SIGTERM or a drain request: held sessions get this long to finish before they are requeued. */
+  drain_timeout_seconds: z.number().positive().max(7 * 24 * 3600).default(300),
   default_runtime: z.record(z.string(), z.unknown()).default({ backend: "local" }),
   proxy: Proxy.default(() => Proxy.parse({})),
 });
@@ -46,7 +48,8 @@ const Security = z.strictObject({
 });
 
 export const PolarConfig = z.strictObject({
-  nats_url: z.string().optional(),
+  /** One server URL, a comma-separated list, or a list (members of one NATS cluster). */
+  nats_url: z.union([z.string().min(1), z.array(z.string().min(1)).min(1).max(64)]).optional(),
   supervisor: z
     .strictObject({
       http_host: z.string().default("127.0.0.1"),
@@ -61,8 +64,10 @@ export const PolarConfig = z.strictObject({
       dispatch_ack_wait_ms: z.number().int().min(500).default(30_000),
       max_deliver: z.number().int().min(1).default(5),
       node_ttl_ms: z.number().int().min(1000).default(90_000),
+      /** Copies of streams, KV buckets and the object store (JetStream allows 1 to 5; use 3 on a 3-node cluster). */
+      replicas: z.number().int().min(1).max(5).default(1),
     })
-    .default({ dispatch_ack_wait_ms: 30_000, max_deliver: 5, node_ttl_ms: 90_000 }),
+    .default({ dispatch_ack_wait_ms: 30_000, max_deliver: 5, node_ttl_ms: 90_000, replicas: 1 }),
 });
 export type PolarConfig = z.infer<typeof PolarConfig>;
 
@@ -106,6 +111,7 @@ export function gatewayOptionsFrom(c: PolarConfig) {
     workRoot: g.work_root,
     toolsDir: g.tools_dir,
     keepSessionDirs: g.keep_session_dirs,
+    drainTimeoutMs: g.drain_timeout_seconds * 1000,
     defaultRuntime: g.default_runtime,
     proxy: {
       host: g.proxy.host,
@@ -130,5 +136,5 @@ export function supervisorSecurityFrom(c: PolarConfig) {
 }
 
 export function infraOptionsFrom(c: PolarConfig) {
-  return { dispatchAckWaitMs: c.infra.dispatch_ack_wait_ms, maxDeliver: c.infra.max_deliver, nodeTtlMs: c.infra.node_ttl_ms };
+  return { dispatchAckWaitMs: c.infra.dispatch_ack_wait_ms, maxDeliver: c.infra.max_deliver, nodeTtlMs: c.infra.node_ttl_ms, replicas: c.infra.replicas };
 }

@@ -25,9 +25,12 @@ export async function clearUpState(): Promise<void> {
   await rm(upStatePath(), { force: true });
 }
 
-/** --nats, then POLAR_NATS_URL, then the URL a running `polar up` wrote down. */
-export async function resolveNatsUrl(flag?: string): Promise<string> {
-  if (flag) return flag;
+/**
+ * --nats, then POLAR_NATS_URL, then the URL a running `polar up` wrote down.
+ * Each may list several servers of one cluster, comma-separated.
+ */
+export async function resolveNatsUrl(flag?: string | readonly string[]): Promise<string> {
+  if (flag?.length) return typeof flag === "string" ? flag : flag.join(",");
   if (process.env.POLAR_NATS_URL) return process.env.POLAR_NATS_URL;
   try {
     const s = JSON.parse(await readFile(upStatePath(), "utf8")) as UpState;
@@ -58,4 +61,44 @@ export function untilSignal(): Promise<NodeJS.Signals> {
     process.on("SIGINT", on);
     process.on("SIGTERM", on);
   });
+}
+
+export interface SignalSteps {
+  /** The first SIGINT/SIGTERM: stop gracefully (drain). */
+  first(signal: NodeJS.Signals): void;
+  /** The second: stop now (cancel and requeue what is held). */
+  second?(signal: NodeJS.Signals): void;
+}
+
+/**
+ * Escalating signals for a long-running command: the first calls `first`,
+ * the second `second`, a third exits at once (exit code 130). Returns a
+ * disposer that removes the handlers.
+ */
+export function watchSignals(steps: SignalSteps): () => void {
+  let count = 0;
+  const on = (s: NodeJS.Signals) => {
+    count++;
+    if (count === 1) steps.first(s);
+    else if (count === 2 && steps.second) steps.second(s);
+    else {
+      process.stderr.write(`polar: ${s} again: exiting now\n`);
+      process.exit(130);
+    }
+  };
+  process.on("SIGINT", on);
+  process.on("SIGTERM", on);
+  return () => {
+    process.off("SIGINT", on);
+    process.off("SIGTERM", on);
+  };
+}
+
+/**
+ * Once a command has stopped everything it started, the process must end:
+ * if a stray handle (a socket, a reconnect timer) still holds the event
+ * loop after `graceMs`, exit anyway. The timer itself never holds it.
+ */
+export function exitSoon(graceMs = 2000): void {
+  setTimeout(() => process.exit(process.exitCode ?? 0), graceMs).unref();
 }

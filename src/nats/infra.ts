@@ -34,16 +34,45 @@ export interface InfraOptions {
   maxDeliver?: number;
   /** TTL of node registry entries (a node refreshes its entry with every heartbeat). */
   nodeTtlMs?: number;
+  /** Copies of every stream, KV bucket and the object store kept across a NATS cluster (1 on a single server; 3 or 5 on a cluster). */
+  replicas?: number;
 }
 
 export const DEFAULT_INFRA: Required<InfraOptions> = {
   dispatchAckWaitMs: 30_000,
   maxDeliver: 5,
   nodeTtlMs: 90_000,
+  replicas: 1,
 };
 
-export async function connectNats(servers: string, name: string): Promise<NatsConnection> {
-  return connect({ servers, name, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+/** Server URLs from a list or a comma-separated string (`nats://a:4222,nats://b:4222`). */
+export function natsServers(servers: string | readonly string[]): string[] {
+  const list = (typeof servers === "string" ? [servers] : [...servers]).flatMap((s) => s.split(",")).map((s) => s.trim()).filter(Boolean);
+  if (!list.length) throw new TypeError("no NATS server URL given");
+  return list;
+}
+
+/** Connects to any of the servers (a cluster's members); reconnects forever, to whichever answers. */
+export async function connectNats(servers: string | readonly string[], name: string): Promise<NatsConnection> {
+  return connect({ servers: natsServers(servers), name, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+}
+
+/**
+ * Flushes and closes a connection, bounded: a drain that cannot finish
+ * (server gone) is cut short by a plain close after `timeoutMs`.
+ */
+export async function closeNats(nc: NatsConnection, timeoutMs = 3000): Promise<void> {
+  if (nc.isClosed()) return;
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<"timeout">((r) => (timer = setTimeout(() => r("timeout"), timeoutMs)));
+  try {
+    await Promise.race([nc.drain(), timedOut]);
+  } catch {
+    // A drain that fails (connection already closing or lost) ends in the close below.
+  } finally {
+    clearTimeout(timer);
+  }
+  if (!nc.isClosed()) await nc.close();
 }
 
 async function ensureStream(jsm: JetStreamManager, cfg: Parameters<JetStreamManager["streams"]["add"]>[0]): Promise<void> {
@@ -106,11 +135,11 @@ export async function openInfra(nc: NatsConnection, opts: InfraOptions = {}): Pr
   const o = { ...DEFAULT_INFRA, ...opts };
   const jsm = await jetstreamManager(nc);
   for (const def of STREAM_DEFS) {
-    await ensureStream(jsm, { ...def, storage: StorageType.File, duplicate_window: nanos(10 * 60_000) });
+    await ensureStream(jsm, { ...def, storage: StorageType.File, duplicate_window: nanos(10 * 60_000), num_replicas: o.replicas });
   }
   const kvm = new Kvm(nc);
-  const tasks = await kvm.create(BUCKETS.tasks, { history: 1 });
-  const nodes = await kvm.create(BUCKETS.nodes, { history: 1, ttl: o.nodeTtlMs });
-  const blobs = await new Objm(nc).create(BUCKETS.blobs);
+  const tasks = await kvm.create(BUCKETS.tasks, { history: 1, replicas: o.replicas });
+  const nodes = await kvm.create(BUCKETS.nodes, { history: 1, ttl: o.nodeTtlMs, replicas: o.replicas });
+  const blobs = await new Objm(nc).create(BUCKETS.blobs, { replicas: o.replicas });
   return { nc, js: jetstream(nc), jsm, tasks, nodes, blobs };
 }

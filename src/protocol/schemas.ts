@@ -530,6 +530,23 @@ export const SystemStatus = z.object({
 });
 export type SystemStatus = z.infer<typeof SystemStatus>;
 
+/** Drain one gateway: pull nothing more, finish what it holds within the timeout, publish, leave. */
+export const NodeDrainRequest = z.strictObject({
+  node_id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/, "must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"),
+  /** Default: the gateway's configured drain timeout. At most 7 days. */
+  timeout_seconds: z.number().positive().max(7 * 24 * 3600).optional(),
+});
+export type NodeDrainRequest = z.infer<typeof NodeDrainRequest>;
+
+export const NodeDrainReply = z.object({
+  node_id: z.string(),
+  draining: z.boolean(),
+  /** Sessions the node held when the drain began (they finish, or are requeued at the timeout). */
+  held_sessions: z.number().int(),
+  timeout_seconds: z.number(),
+});
+export type NodeDrainReply = z.infer<typeof NodeDrainReply>;
+
 /** A message too large for NATS carries this instead of its body (header `polar-blob`). */
 export const BlobRef = z.object({ blob: z.string(), size: z.number().int() });
 export type BlobRef = z.infer<typeof BlobRef>;

@@ -70,6 +70,8 @@ export const SUBJECTS = {
     get: "polar.api.task.get",
     cancel: "polar.api.task.cancel",
     status: "polar.api.status",
+    /** Ask one gateway to drain (served by the supervisor, which forwards to `nodeDrain`). */
+    nodeDrain: "polar.api.node.drain",
   },
   /** Wildcards a stream binds to. */
   streamSubjects: {
@@ -84,6 +86,8 @@ export const SUBJECTS = {
   traceFilter: (taskId: string) => `polar.trace.${idToken("task_id", taskId)}.>`,
   heartbeat: (nodeId: string) => `polar.node.heartbeat.${assertToken("node_id", nodeId)}`,
   heartbeatAll: "polar.node.heartbeat.*",
+  /** A gateway's own drain endpoint (request/reply, served by that node only). */
+  nodeDrain: (nodeId: string) => `polar.node.drain.${assertToken("node_id", nodeId)}`,
   /** Gateway control: cancel a session wherever it runs (core NATS, fan-out). */
   sessionCancel: (sessionId: string) => `polar.session.cancel.${idToken("session_id", sessionId)}`,
   sessionCancelAll: "polar.session.cancel.*",

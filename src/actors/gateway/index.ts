@@ -26,6 +26,7 @@ import { CaptureRegistry } from "./capture.ts";
 import type { GatewayContext, GatewayRegistries } from "./context.ts";
 import { Pipeline, type StageLimits } from "./pipeline.ts";
 import { reapLeftovers } from "./reap.ts";
+import { createDrainer, DEFAULT_DRAIN_TIMEOUT_MS, serveDrain } from "./drain.ts";
 import { toolsDir } from "../../tools/paths.ts";
 import { DEFAULT_UPLOAD_ROOTS } from "../../security/upload-roots.ts";
 
@@ -51,6 +52,8 @@ export interface GatewayOptions {
   infra?: InfraOptions;
   /** Host directories tasks may upload from (default: polar's example files only). */
   uploadRoots?: readonly string[];
+  /** How long a drain lets held sessions finish before requeueing them (default 300 s). */
+  drainTimeoutMs?: number;
 }
 
 export interface GatewayHandle extends ActorHandle {
@@ -58,6 +61,11 @@ export interface GatewayHandle extends ActorHandle {
   readonly proxyUrl: string;
   metrics(): ReturnType<Pipeline["metrics"]>;
   readonly pipeline: Pipeline;
+  /**
+   * Pull nothing more, let held sessions finish and publish within the
+   * timeout, then leave (stop). A `stop()` meanwhile requeues what is held.
+   */
+  drain(timeoutMs?: number): Promise<void>;
 }
 
 function cancelReason(data: Uint8Array): string {
@@ -176,23 +184,38 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
   void deps.nc.closed().then(() => pipeline.cancelAll("gateway lost its NATS connection", true));
 
   const abort = new AbortController();
+  const stopPulling = () => {
+    stopping = true;
+    abort.abort(new Error("gateway stopping"));
+  };
+  const drainer = createDrainer({
+    nodeId,
+    log,
+    defaultTimeoutMs: opts.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS,
+    held: () => pipeline.size,
+    stopPulling: () => {
+      stopPulling();
+      void beat(); // announce `draining` now, not at the next tick
+    },
+    settle: () => pipeline.settle(),
+    leave: (reason) => handle.stop(reason),
+  });
+  const drainSub = serveDrain(deps.nc, drainer, nodeId, log);
   const consumer = await infra.js.consumers.get(STREAMS.sessions, durable);
   const pulling = pipeline.pullLoop(consumer, abort.signal);
   log.info({ proxy: proxy.url, pool, limits }, "gateway started");
 
-  return actorHandle(
-    { nodeId, proxyUrl: proxy.url, metrics: () => pipeline.metrics(), pipeline },
+  const handle = actorHandle(
+    { nodeId, proxyUrl: proxy.url, metrics: () => pipeline.metrics(), pipeline, drain: (ms?: number) => drainer.drain(ms) },
     [
-      () => {
-        stopping = true;
-        abort.abort(new Error("gateway stopping"));
-      },
+      stopPulling,
       () => pulling,
       () => beat(),
       () => pipeline.cancelAll("gateway stopping", true),
       () => pipeline.settle(),
       () => clearInterval(hbTimer),
       () => cancelSub.drain(),
+      () => drainSub.drain(),
       () => infra.nodes.delete(nodeKey(nodeId)),
       () => emit("node.left", { node_id: nodeId }),
       () => proxy.stop(),
@@ -200,4 +223,5 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
     ],
     (err) => log.warn({ err }, "gateway stop step failed"),
   );
+  return handle;
 }

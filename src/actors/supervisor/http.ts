@@ -1,18 +1,19 @@
 /**
  * The trainer API over HTTP, same schemas and errors as over NATS:
  * POST /rollout/task/submit, GET|DELETE /rollout/task/{id}, GET /rollout/status,
- * GET /nodes, GET /health, GET /events (server-sent events), GET /rollout/task/{id}/traces
+ * GET /nodes, POST /rollout/nodes/{id}/drain, GET /health, GET /events (server-sent events), GET /rollout/task/{id}/traces
  * and /results (a task's traces or results as server-sent events, with replay). Errors are `{"error": {code, message, retryable, details}}`.
  */
 import { createServer, type Server } from "node:http";
 import type { Logger } from "pino";
-import { PolarError } from "../../protocol/errors.ts";
+import { PolarError, ValidationError } from "../../protocol/errors.ts";
 import { readJson, sendError, sendJson } from "../../util/http.ts";
 import type { TaskService } from "./tasks.ts";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { streamEvents } from "./events.ts";
 import { decodeSegment } from "../../util/uri.ts";
 import { streamTaskSse } from "./task-sse.ts";
+import { drainNode } from "./drain.ts";
 
 const MAX_BODY = 8 * 1024 * 1024;
 
@@ -36,7 +37,7 @@ export function createApiServer(tasks: TaskService, nc: NatsConnection, log: Log
       return void streamTaskSse(sse[2] as "traces" | "results", taskId, { tasks, nc, log }, url, req, res);
     }
     Promise.resolve()
-      .then(() => route(tasks, req.method ?? "GET", url, req))
+      .then(() => route(tasks, nc, req.method ?? "GET", url, req))
       .then((body) => sendJson(res, 200, body))
       .catch((err) => {
         if (!(err instanceof PolarError)) log.error({ err, url: req.url }, "API request failed");
@@ -54,7 +55,7 @@ function parseUrl(raw: string | undefined): URL {
   }
 }
 
-async function route(tasks: TaskService, method: string, url: URL, req: Parameters<typeof readJson>[0]): Promise<unknown> {
+async function route(tasks: TaskService, nc: NatsConnection, method: string, url: URL, req: Parameters<typeof readJson>[0]): Promise<unknown> {
   const path = url.pathname.replace(/\/+$/, "") || "/";
   if (path === "/health" && method === "GET") {
     const nodes = await tasks.nodes();
@@ -63,6 +64,14 @@ async function route(tasks: TaskService, method: string, url: URL, req: Paramete
   if (path === "/rollout/task/submit" && method === "POST") return tasks.submit(await readJson(req, MAX_BODY));
   if (path === "/rollout/status" && method === "GET") return tasks.status();
   if (path === "/nodes" && method === "GET") return { nodes: await tasks.nodes() };
+  const drain = /^\/rollout\/nodes\/([^/]+)\/drain$/.exec(path);
+  if (drain && method === "POST") {
+    const body = await readJson(req, 64 * 1024);
+    if (!body || typeof body !== "object" || Array.isArray(body)) {
+      throw new ValidationError("drain request", [{ path: "", message: "body must be a JSON object like {\"timeout_seconds\": 60}" }]);
+    }
+    return drainNode(nc, { ...body, node_id: decodeSegment(drain[1], "the node id in the path") });
+  }
   const m = /^\/rollout\/task\/([^/]+)$/.exec(path);
   if (m) {
     const task_id = decodeSegment(m[1], "the task id in the path");

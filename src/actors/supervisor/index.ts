@@ -19,6 +19,7 @@ import { DEFAULT_CALLBACK, postCallback, type CallbackOptions } from "./callback
 import { createApiServer } from "./http.ts";
 import { consumeResults } from "./results.ts";
 import { followDeadLetters } from "./dead-letters.ts";
+import { drainNode } from "./drain.ts";
 import { TaskStore, type TaskRecord } from "./task-store.ts";
 import { TaskService, type LiveState, type SpecChecker } from "./tasks.ts";
 import { submitChecks } from "./admission.ts";
@@ -83,6 +84,7 @@ export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOpti
     serveRequests(deps.nc, SUBJECTS.api.get, (b) => tasks.get(b), log),
     serveRequests(deps.nc, SUBJECTS.api.cancel, (b) => tasks.cancel(b), log),
     serveRequests(deps.nc, SUBJECTS.api.status, () => tasks.status(), log),
+    serveRequests(deps.nc, SUBJECTS.api.nodeDrain, (b) => drainNode(deps.nc, b), log),
     followSessions(deps.nc, live, log),
     followDeadLetters(deps.nc, infra, log),
   ];

@@ -2,24 +2,25 @@ import type { Command } from "commander";
 import { startGateway } from "../../actors/gateway/index.ts";
 import { gatewayOptionsFrom, loadConfig } from "../../app/config.ts";
 import { createRegistries } from "../../app/registries.ts";
-import { connectNats } from "../../nats/infra.ts";
+import { closeNats, connectNats } from "../../nats/infra.ts";
 import { PolarError } from "../../protocol/errors.ts";
 import { createLogger } from "../../util/log.ts";
-import { resolveNatsUrl, untilSignal } from "../common.ts";
+import { exitSoon, resolveNatsUrl, watchSignals } from "../common.ts";
 
 export function register(program: Command): void {
   program
     .command("gateway")
     .description("run one Gateway (node) actor: pulls sessions, runs harnesses in runtimes, serves the capturing proxy")
     .option("-c, --config <file>", "config file (JSON, see config/polar.example.json)")
-    .option("--nats <url>", "NATS server URL (default: POLAR_NATS_URL or the running `polar up`)")
+    .option("--nats <urls>", "NATS server URL(s), comma-separated for a cluster (default: POLAR_NATS_URL or the running `polar up`)")
     .option("--node-id <id>", "node id (default: random)")
     .option("--pool <name>", "dispatch pool")
     .option("--upstream <url...>", "inference server base URL(s), e.g. http://127.0.0.1:8000")
     .option("--flavor <vllm|sglang>", "inference server flavor")
     .option("--proxy-port <port>", "model proxy port (0: any free port)", Number)
     .option("--max-run <n>", "RUNNING stage workers", Number)
-    .action(async (o: { config?: string; nats?: string; nodeId?: string; pool?: string; upstream?: string[]; flavor?: "vllm" | "sglang"; proxyPort?: number; maxRun?: number }) => {
+    .option("--drain-timeout <seconds>", "on SIGTERM/SIGINT or a drain request, how long held sessions may finish before they are requeued (default 300)", Number)
+    .action(async (o: { config?: string; nats?: string; nodeId?: string; pool?: string; upstream?: string[]; flavor?: "vllm" | "sglang"; proxyPort?: number; maxRun?: number; drainTimeout?: number }) => {
       const config = await loadConfig(o.config);
       const opts = gatewayOptionsFrom(config);
       if (o.upstream) opts.proxy.upstreams = o.upstream;
@@ -27,12 +28,29 @@ export function register(program: Command): void {
       if (o.flavor) opts.proxy.flavor = o.flavor;
       if (o.proxyPort !== undefined) opts.proxy.port = o.proxyPort;
       if (o.maxRun) opts.limits.maxRunWorkers = o.maxRun;
+      if (o.drainTimeout !== undefined) {
+        if (!(o.drainTimeout > 0 && o.drainTimeout <= 7 * 24 * 3600)) throw new PolarError("validation", "--drain-timeout must be a number of seconds in (0, 604800]");
+        opts.drainTimeoutMs = o.drainTimeout * 1000;
+      }
       const log = createLogger();
       const nc = await connectNats(await resolveNatsUrl(o.nats ?? config.nats_url), `polar-gateway-${o.nodeId ?? ""}`);
       const gw = await startGateway({ nc, log, registries: createRegistries() }, { ...opts, nodeId: o.nodeId ?? opts.nodeId, pool: o.pool ?? opts.pool });
       process.stdout.write(`gateway ${gw.nodeId}: proxy ${gw.proxyUrl}\n`);
-      await untilSignal();
-      await gw.stop();
-      await nc.drain();
+      // SIGTERM = drain (a drain request over NATS/HTTP does the same); a second signal requeues what is held and stops.
+      const unwatch = watchSignals({
+        first: (s) => {
+          process.stderr.write(`gateway ${gw.nodeId}: ${s}: draining ${gw.pipeline.size} held sessions (up to ${opts.drainTimeoutMs / 1000} s); send it again to requeue held sessions and stop now\n`);
+          void gw.drain();
+        },
+        second: (s) => {
+          process.stderr.write(`gateway ${gw.nodeId}: ${s} again: requeueing held sessions and stopping\n`);
+          void gw.stop("stopped by a second signal");
+        },
+      });
+      const reason = await gw.closed;
+      process.stdout.write(`gateway ${gw.nodeId}: left (${reason})\n`);
+      await closeNats(nc);
+      unwatch();
+      exitSoon();
     });
 }

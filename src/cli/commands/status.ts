@@ -11,7 +11,7 @@ export function register(program: Command): void {
     .command("status")
     .description("show pending sessions, running tasks and gateway nodes; with a task id, that task's sessions")
     .argument("[task_id]", "a task to show")
-    .option("--nats <url>", "NATS server URL (default: POLAR_NATS_URL or the running `polar up`)")
+    .option("--nats <urls>", "NATS server URL(s), comma-separated for a cluster (default: POLAR_NATS_URL or the running `polar up`)")
     .option("--json", "print JSON")
     .action(async (taskId: string | undefined, o: { nats?: string; json?: boolean }) => {
       const nc = await connectNats(await resolveNatsUrl(o.nats), "polar-cli");

@@ -8,7 +8,7 @@ export function register(program: Command): void {
     .command("submit")
     .description("submit a task (JSON file) over NATS; with --wait, follow it to the end and print per-session results")
     .argument("<task>", "task file (TaskRequest JSON, see config/tasks/)")
-    .option("--nats <url>", "NATS server URL (default: POLAR_NATS_URL or the running `polar up`)")
+    .option("--nats <urls>", "NATS server URL(s), comma-separated for a cluster (default: POLAR_NATS_URL or the running `polar up`)")
     .option("--wait", "wait until the task finishes, printing a line as each session's result lands")
     .option("--out <file>", "with --wait: write every trace to this JSONL file")
     .option("--json", "print the final TaskStatus as JSON")

@@ -2,16 +2,16 @@ import type { Command } from "commander";
 import { startSupervisor } from "../../actors/supervisor/index.ts";
 import { infraOptionsFrom, loadConfig, supervisorSecurityFrom } from "../../app/config.ts";
 import { createRegistries, specChecker } from "../../app/registries.ts";
-import { connectNats } from "../../nats/infra.ts";
+import { closeNats, connectNats } from "../../nats/infra.ts";
 import { createLogger } from "../../util/log.ts";
-import { resolveNatsUrl, untilSignal } from "../common.ts";
+import { exitSoon, resolveNatsUrl, untilSignal } from "../common.ts";
 
 export function register(program: Command): void {
   program
     .command("supervisor")
     .description("run the Supervisor actor: task API over NATS and HTTP, dispatch, durable task state, results and traces")
     .option("-c, --config <file>", "config file (JSON, see config/polar.example.json)")
-    .option("--nats <url>", "NATS server URL (default: POLAR_NATS_URL or the running `polar up`)")
+    .option("--nats <urls>", "NATS server URL(s), comma-separated for a cluster (default: POLAR_NATS_URL or the running `polar up`)")
     .option("--http-port <port>", "HTTP API port (0: any free port)", Number)
     .option("--http-host <host>", "HTTP API host")
     .action(async (o: { config?: string; nats?: string; httpPort?: number; httpHost?: string }) => {
@@ -29,7 +29,9 @@ export function register(program: Command): void {
       );
       process.stdout.write(`supervisor: API ${sup.httpUrl}\n`);
       await untilSignal();
+      // A second signal meanwhile ends the process (default handler): the supervisor holds no work.
       await sup.stop();
-      await nc.drain();
+      await closeNats(nc);
+      exitSoon();
     });
 }

@@ -1,9 +1,9 @@
 import type { Command } from "commander";
 import { gatewayOptionsFrom, loadConfig, supervisorSecurityFrom } from "../../app/config.ts";
 import { up } from "../../app/up.ts";
-import { connectNats } from "../../nats/infra.ts";
+import { connectNats, natsServers } from "../../nats/infra.ts";
 import { createLogger } from "../../util/log.ts";
-import { clearUpState, untilSignal, writeUpState } from "../common.ts";
+import { clearUpState, exitSoon, watchSignals, writeUpState } from "../common.ts";
 import { followTask, formatSummary, readTaskFile, submitTask } from "../submit-flow.ts";
 
 export function register(program: Command): void {
@@ -11,7 +11,7 @@ export function register(program: Command): void {
     .command("up")
     .description("run everything on this machine: embedded nats-server, supervisor, one gateway and the sim")
     .option("-c, --config <file>", "config file (JSON, see config/polar.example.json)")
-    .option("--nats <url>", "use this NATS server instead of starting one")
+    .option("--nats <urls>", "use these NATS servers (comma-separated, one cluster) instead of starting one")
     .option("--upstream <url...>", "use these inference servers instead of the sim")
     .option("--http-port <port>", "supervisor HTTP API port (0: any free port)", Number)
     .option("--playbook <file>", "sim playbook")
@@ -19,13 +19,14 @@ export function register(program: Command): void {
     .option("--run <task>", "submit this task file, wait for it, print the results, then stop")
     .option("--out <file>", "with --run: write the traces to this JSONL file")
     .option("--log-level <level>", "log level (default: warn with --run, else info)")
-    .action(async (o: { config?: string; nats?: string; upstream?: string[]; httpPort?: number; playbook?: string; maxModelLen?: number; run?: string; out?: string; logLevel?: string }) => {
+    .option("--drain-timeout <seconds>", "on SIGTERM/SIGINT, how long the gateway's held sessions may finish before everything stops (default 300)", Number)
+    .action(async (o: { config?: string; nats?: string; upstream?: string[]; httpPort?: number; playbook?: string; maxModelLen?: number; run?: string; out?: string; logLevel?: string; drainTimeout?: number }) => {
       const config = await loadConfig(o.config);
       const log = createLogger({ level: o.logLevel ?? (o.run ? "warn" : "info") });
       const gw = gatewayOptionsFrom(config);
       const sys = await up({
         log,
-        natsUrl: o.nats ?? config.nats_url,
+        natsUrl: o.nats ?? (config.nats_url === undefined ? undefined : natsServers(config.nats_url).join(",")),
         sim: o.upstream ? false : { playbookPath: o.playbook, ...(o.maxModelLen ? { maxModelLen: o.maxModelLen } : {}) },
         upstreams: o.upstream,
         supervisor: { http: { host: config.supervisor.http_host, port: o.httpPort ?? config.supervisor.http_port }, ...supervisorSecurityFrom(config) },
@@ -36,15 +37,30 @@ export function register(program: Command): void {
       process.stdout.write(
         `polar up\n  NATS        ${urls.nats_url}\n  task API    ${urls.api_url}\n  model proxy ${urls.proxy_url}\n  sim         ${urls.sim_url ?? "(external upstream)"}\n`,
       );
+      const drainMs = o.drainTimeout !== undefined && o.drainTimeout > 0 ? o.drainTimeout * 1000 : gw.drainTimeoutMs;
+      // First signal: drain the gateway, then stop the rest; second: requeue what is held and stop now; third: exit.
+      const unwatch = watchSignals({
+        first: (s) => {
+          process.stderr.write(`polar up: ${s}: draining (up to ${drainMs / 1000} s), then stopping; send it again to stop now\n`);
+          void sys.drain(drainMs).finally(() => sys.stop());
+        },
+        second: (s) => {
+          process.stderr.write(`polar up: ${s} again: requeueing held sessions and stopping\n`);
+          void sys.gateway.stop("stopped by a second signal").finally(() => sys.stop());
+        },
+      });
       try {
-        if (o.run) await runOnce(sys.natsUrl, o.run, o.out);
+        if (o.run) await Promise.race([runOnce(sys.natsUrl, o.run, o.out), sys.closed]);
         else {
           process.stdout.write("ready; Ctrl-C stops everything\n");
-          await untilSignal();
+          const reason = await sys.closed;
+          process.stdout.write(`polar up: stopped (${reason})\n`);
         }
       } finally {
         await clearUpState();
         await sys.stop();
+        unwatch();
+        exitSoon();
       }
     });
 }
