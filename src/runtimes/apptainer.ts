@@ -46,7 +46,7 @@ export class ApptainerRuntime implements Runtime {
     this.#run = run;
     const kw = ApptainerKwargs.parse(spec.kwargs ?? {});
     this.#binary = kw.binary ?? findBinary() ?? "apptainer";
-    this.id = instanceName(ctx.sessionId);
+    this.id = instanceName(ctx.role ? `${ctx.sessionId}-${ctx.role}` : ctx.sessionId);
     this.workdir = posix.resolve("/", spec.workdir ?? `${SESSION_MOUNT}/workspace`);
   }
 

@@ -48,7 +48,7 @@ export class DockerRuntime implements Runtime {
     this.#spec = spec;
     this.#ctx = ctx;
     this.#docker = docker;
-    this.id = `polar-${ctx.sessionId.slice(0, 55)}`;
+    this.id = ctx.role ? `polar-${ctx.sessionId.slice(0, 50)}-${ctx.role}` : `polar-${ctx.sessionId.slice(0, 55)}`;
     this.workdir = posix.resolve("/", spec.workdir ?? DEFAULT_WORKDIR);
   }
 
@@ -96,7 +96,7 @@ export class DockerRuntime implements Runtime {
     try {
       info = await this.#docker.getImage(image).inspect();
     } catch (e) {
-      throw runtimeError(`docker image ${image} is not present on this engine (build one with scripts/base-image.sh, or load it)`, e);
+      throw runtimeError(`runtime.image: docker image ${image} is not present on this engine (build one with scripts/base-image.sh, or load it)`, e);
     }
     const path = (info.Config?.Env ?? []).find((v) => v.startsWith("PATH="));
     return path ? path.slice(5) : SYSTEM_PATH;

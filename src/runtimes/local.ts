@@ -45,7 +45,7 @@ export class LocalRuntime implements Runtime {
   constructor(spec: RuntimeSpec, ctx: RuntimeContext) {
     this.#spec = spec;
     this.#ctx = ctx;
-    this.id = `polar-local-${ctx.sessionId}`;
+    this.id = `polar-local-${ctx.sessionId}${ctx.role ? `-${ctx.role}` : ""}`;
     const ws = join(ctx.sessionDir, "workspace");
     this.workdir = spec.workdir ? hostPath(ws, spec.workdir) : ws;
     this.home = join(ctx.sessionDir, "home");
@@ -76,7 +76,7 @@ export class LocalRuntime implements Runtime {
     }
     this.#logIsolation();
     const limits = limitsOf(this.#spec);
-    this.#cgroup = await createCgroup(`polar-${this.#ctx.sessionId}`, limits);
+    this.#cgroup = await createCgroup(`polar-${this.#ctx.sessionId}${this.#ctx.role ? `-${this.#ctx.role}` : ""}`, limits);
     if (hasLimits(limits) && !this.#cgroup) this.#ctx.log.warn({ limits }, "local runtime: cgroups unavailable, resource limits are not applied");
     this.#state = "started";
   }

@@ -71,6 +71,8 @@ export interface Runtime {
 
 export interface RuntimeContext {
   sessionId: string;
+  /** A second runtime of the same session ("eval": the fresh evaluation runtime) gets its own name. */
+  role?: "eval";
   gatewayId: string;
   /** Host-side model proxy endpoint: a TCP URL, and a Unix socket path when the proxy listens on one. */
   proxy: { url: string; socketPath?: string };

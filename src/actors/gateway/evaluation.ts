@@ -20,8 +20,14 @@ export interface EvaluationRequest {
   trajectory: Trajectory;
   dispatch: SessionDispatch;
   agent: AgentRunResult | null;
-  /** Where the verifier runs: the agent's runtime, while it is still up. */
+  /** The agent's runtime, while it is still up. */
   runtime?: Runtime;
+  /** The fresh evaluation runtime (`refresh_runtime`), started and prepared while the agent ran. */
+  evalRuntime?: Runtime;
+  /** What the evaluator's `collect` took from the agent's runtime before it was released. */
+  collected?: unknown;
+  /** A host directory for the evaluation's files (logs). */
+  artifactsDir?: string;
   signal: AbortSignal;
   timeoutMs: number;
 }
@@ -39,6 +45,9 @@ export const evaluateInProcess: Evaluate = (g, r) => {
       taskId: r.dispatch.task_id,
       agentResult: r.agent,
       runtime: r.runtime,
+      evalRuntime: r.evalRuntime,
+      collected: r.collected,
+      artifactsDir: r.artifactsDir,
       env: r.spec.env,
       signal: r.signal,
       timeoutMs: r.timeoutMs,

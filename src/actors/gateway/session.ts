@@ -14,6 +14,7 @@
  * during RUN still builds a partial trajectory from the captured calls.
  */
 import { rm } from "node:fs/promises";
+import { join } from "node:path";
 import type { Logger } from "pino";
 import { errorMessage, PolarError } from "../../protocol/errors.ts";
 import type { AgentRunResult, SessionDispatch, SessionResult, SessionStatus, Trajectory } from "../../protocol/schemas.ts";
@@ -35,6 +36,7 @@ import {
   type Failure,
   type Marks,
 } from "./decide.ts";
+import { FreshEvalRuntime, prepareEvaluation } from "./eval-runtime.ts";
 import { evaluateTrajectory, type Evaluate } from "./evaluation.ts";
 import { maskIncomplete } from "./outcome.ts";
 
@@ -58,6 +60,8 @@ export class SessionAttempt {
   readonly #opts: AttemptOptions;
   readonly #marks: Marks;
   #runtime?: Runtime;
+  /** The fresh evaluation runtime (`refresh_runtime`), warmed up while the agent runs. */
+  #fresh?: FreshEvalRuntime;
   #credential = "";
   #failure: Failure | null = null;
   #agent: AgentRunResult | null = null;
@@ -94,6 +98,7 @@ export class SessionAttempt {
     this.#failure = recordCancel(this.#failure, reason);
     this.abort.abort(new PolarError("cancelled", reason));
     void this.#runtime?.cancel().catch((err) => this.#log.warn({ err }, "runtime cancel failed"));
+    this.#fresh?.cancel();
   }
 
   setStatus(s: SessionStatus): void {
@@ -148,6 +153,7 @@ export class SessionAttempt {
     this.#mark("runStart");
     if (this.failed || !this.#runtime) return;
     this.setStatus("RUNNING");
+    if (this.dispatch.evaluator?.refresh_runtime) (this.#fresh = new FreshEvalRuntime(this.#scope())).start();
     this.#g.capture.setActive(this.id, true);
     try {
       this.#agent = await runHarness(this.#scope(), this.#runtime, this.#credential);
@@ -173,7 +179,7 @@ export class SessionAttempt {
     this.#mark("stopDone");
     this.#mark("end");
     this.setStatus(trajectory.status);
-    return sessionResult({
+    const result = sessionResult({
       dispatch: this.dispatch,
       attempt: this.attempt,
       nodeId: this.#g.nodeId,
@@ -184,6 +190,8 @@ export class SessionAttempt {
       session,
       leaseToken: this.#opts.leaseToken,
     });
+    Object.assign(result.timing, this.#fresh?.timing());
+    return result;
   }
 
   #build(session: ReturnType<typeof completionSession>): Trajectory {
@@ -210,9 +218,14 @@ export class SessionAttempt {
     this.setStatus("EVALUATING");
     this.#mark("evalStart");
     try {
+      const timeoutMs = () => Math.max(1000, this.remainingMs());
+      const release = () => this.#runtime?.stop() ?? Promise.resolve();
+      const hand = await prepareEvaluation({ g: this.#g, spec, agentRuntime: this.#runtime, fresh: this.#fresh, signal: this.abort.signal, timeoutMs, release });
+      if ("kind" in hand) return hand;
+      const artifactsDir = join(attemptDir(this.#g, this.id, this.attempt), "artifacts", "eval");
       return await evaluateTrajectory(
         this.#g,
-        { spec, trajectory, dispatch: this.dispatch, agent: this.#agent, runtime: this.#runtime, signal: this.abort.signal, timeoutMs: Math.max(1000, this.remainingMs()) },
+        { spec, trajectory, dispatch: this.dispatch, agent: this.#agent, ...hand, runtime: hand.agentRuntime, artifactsDir, signal: this.abort.signal, timeoutMs: timeoutMs() },
         this.#opts.evaluate,
       );
     } finally {
@@ -227,6 +240,7 @@ export class SessionAttempt {
     } catch (err) {
       this.#log.warn({ err }, "runtime stop failed");
     }
+    await this.#fresh?.stop();
     if (!this.#g.keepSessionDirs) {
       await rm(attemptDir(this.#g, this.id, this.attempt), { recursive: true, force: true }).catch((err) =>
         this.#log.warn({ err }, "could not remove the session directory"),

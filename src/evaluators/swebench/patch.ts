@@ -60,6 +60,6 @@ export function extractScript(repoDir: string, command: string, baseCommit: stri
 
 /** Shell that applies the patch file with each command in turn; prints which one worked. */
 export function applyScript(repoDir: string, patchFile: string): string {
-  const tries = GIT_APPLY_CMDS.map((c) => `if ${c} ${q(patchFile)}; then echo ">>>>> Applied Patch (${c})"; exit 0; fi`);
+  const tries = GIT_APPLY_CMDS.map((c) => `echo ${q(`+ ${c}`)}\nif ${c} ${q(patchFile)}; then echo ">>>>> Applied Patch (${c})"; exit 0; fi`);
   return [`cd ${q(repoDir)} || exit 2`, ...tries, `echo ">>>>> Patch Apply Failed"`, "exit 1"].join("\n");
 }
