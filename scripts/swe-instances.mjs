@@ -1,6 +1,8 @@
 #!/usr/bin/env node
-// Generates config/swe/<name>/instance.json (SWE-bench field names) and
-// config/swe/instances.jsonl from each instance's sources:
+// Generates config/swe/<name>/instance.json (SWE-bench field names),
+// config/swe/instances.jsonl and one task per instance, config/tasks/swe-<name>.json
+// (the tool agent in the instance's image, graded by swebench_harness in a fresh
+// runtime), from each instance's sources:
 //   base/   the repository at the base commit
 //   gold/   files the gold patch changes (full contents)
 //   tests/  files the test patch changes or adds (full contents)
@@ -86,11 +88,44 @@ const names = readdirSync(ROOT, { withFileTypes: true })
   .filter((d) => d.isDirectory() && existsSync(join(ROOT, d.name, "meta.json")))
   .map((d) => d.name)
   .sort();
+/** The instance as a task: the tool agent fixes it in its image; swebench_harness grades it in a fresh runtime. */
+function task(name, inst) {
+  return {
+    task_id: `swe-${name}`,
+    instruction: inst.problem_statement,
+    num_samples: 1,
+    timeout_seconds: 600,
+    runtime: {
+      backend: "docker",
+      image: `sweb.eval.x86_64.${inst.instance_id.replaceAll("__", "_1776_").toLowerCase()}:latest`,
+      workdir: "/testbed",
+      network: "none",
+      prepare: [{ type: "upload_file", source: "config/examples/tool-agent.py", target: "/tmp/tool-agent.py" }],
+      eval_prepare: [],
+    },
+    agent: { harness: "shell", custom_shell: { command: "python3 /tmp/tool-agent.py" } },
+    builder: { strategy: "per_request" },
+    evaluator: {
+      strategy: "swebench_harness",
+      refresh_runtime: true,
+      config: {
+        instance: inst,
+        repo_dir: "/testbed",
+        patch_command: "git diff --binary --submodule=diff",
+        exclude_patterns: [],
+        apply_timeout: 120,
+        test_timeout: 600,
+      },
+    },
+  };
+}
+
 const outputs = new Map();
 const lines = [];
 for (const name of names) {
   const inst = build(name);
   outputs.set(join(ROOT, name, "instance.json"), JSON.stringify(inst, null, 2) + "\n");
+  outputs.set(join(ROOT, "..", "tasks", `swe-${name}.json`), JSON.stringify(task(name, inst), null, 2) + "\n");
   lines.push(JSON.stringify(inst));
 }
 outputs.set(join(ROOT, "instances.jsonl"), lines.join("\n") + "\n");
