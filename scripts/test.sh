@@ -12,6 +12,12 @@ if ! command -v strace >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq strace >/dev/null
 fi
 
+# The dashboard's browser tests drive Debian's chromium through playwright-core (no browser download).
+if ! command -v chromium >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+fi
+
 if [ "${POLAR_SKIP_DOCKER:-}" != "1" ]; then
   # With an engine installed here, a Docker test may not silently skip.
   export POLAR_REQUIRE_DOCKER=1

@@ -488,12 +488,25 @@ export const NodeStageMetrics = z.object({
 });
 export type NodeStageMetrics = z.infer<typeof NodeStageMetrics>;
 
+/** What a node reports: its stages plus its model traffic and throughput counters. */
+export const NodeMetrics = NodeStageMetrics.extend({
+  /** Model calls in flight to the upstream engines now. */
+  upstream_inflight: z.number().int().min(0).default(0),
+  /** Cumulative ms with at least one upstream call in flight (a reader derives the busy fraction). */
+  upstream_busy_ms: z.number().min(0).default(0),
+  /** Cumulative sessions this node finished (any terminal status). */
+  sessions_finished: z.number().int().min(0).default(0),
+});
+export type NodeMetrics = z.infer<typeof NodeMetrics>;
+
 export const NodeRegistration = z.object({
   node_id: z.string().min(1),
   gateway_url: z.string(),
   max_init_workers: z.number().int().min(1),
   max_run_workers: z.number().int().min(1),
   max_postrun_workers: z.number().int().min(1),
+  /** Sessions the READY buffer holds at most. */
+  ready_capacity: z.number().int().min(0).optional(),
   heartbeat_interval_seconds: z.number().positive().default(30),
   pool: z.string().default("default"),
   started_at: z.string().optional(),
@@ -502,14 +515,14 @@ export type NodeRegistration = z.infer<typeof NodeRegistration>;
 
 export const NodeHeartbeat = z.object({
   node_id: z.string().min(1),
-  metrics: NodeStageMetrics,
+  metrics: NodeMetrics,
   sent_at: z.string(),
   draining: z.boolean().default(false),
 });
 export type NodeHeartbeat = z.infer<typeof NodeHeartbeat>;
 
 export const GatewayNodeInfo = NodeRegistration.extend({
-  metrics: NodeStageMetrics.default(NodeStageMetrics.parse({})),
+  metrics: NodeMetrics.default(NodeMetrics.parse({})),
   healthy: z.boolean(),
   draining: z.boolean().default(false),
   last_heartbeat: z.string(),

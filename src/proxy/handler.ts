@@ -18,8 +18,10 @@ import { countTokens } from "./count-tokens.ts";
 import { buildRecord, nextSeq } from "./record.ts";
 import { sideKind } from "./side-calls.ts";
 import { SSE_HEADERS } from "./sse.ts";
-import type { CaptureSink, ProxyOptions, ProxySession, ProxyStats, SessionDirectory } from "./types.ts";
+import type { CaptureSink, ProxyObserver, ProxyOptions, ProxySession, ProxyStats, SessionDirectory } from "./types.ts";
 import type { UpstreamPool } from "./upstream.ts";
+import type { BusyClock } from "./busy.ts";
+import { serveMetrics, type Registry } from "../metrics/registry.ts";
 
 
 export interface HandlerDeps {
@@ -29,6 +31,10 @@ export interface HandlerDeps {
   upstream: UpstreamPool;
   opts: ProxyOptions;
   stats: ProxyStats;
+  busy: BusyClock;
+  observer?: ProxyObserver;
+  /** Served at `GET /metrics` (Prometheus text format) when given. */
+  metrics?: Registry;
 }
 
 export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
@@ -50,6 +56,7 @@ async function serve(d: HandlerDeps, req: IncomingMessage, res: ServerResponse):
   const query = new URLSearchParams(q < 0 ? "" : url.slice(q + 1));
   const method = req.method ?? "GET";
   if (rawPath === "/health" && method === "GET") return sendJson(res, 200, { status: "ok", inflight: d.stats.inflight });
+  if (d.metrics && serveMetrics(d.metrics, req, res)) return;
   // Known as early as possible, so a failure at any step is answered in the right dialect.
   let apiType: ApiType = "openai_chat";
   try {
@@ -98,7 +105,9 @@ async function generate(d: HandlerDeps, res: ServerResponse, g: Generation): Pro
   res.once("close", onClose);
   try {
     // The session id lets a sampling server tell the samples of a group apart (engines ignore the header).
-    const reply = await d.upstream.post("/v1/chat/completions", payload, abort.signal, { "x-polar-session-id": session.sessionId });
+    const reply = await timedUpstream(d, () =>
+      d.upstream.post("/v1/chat/completions", payload, abort.signal, { "x-polar-session-id": session.sessionId }),
+    );
     const seq = nextSeq();
     // A session that left RUNNING while the engine worked (cancelled, timed out, superseded) gets no record.
     authenticate(d.sessions, g.credential);
@@ -114,10 +123,26 @@ async function generate(d: HandlerDeps, res: ServerResponse, g: Generation): Pro
       throw proxyError("internal", "the completion could not be stored", { status: 500 }, err);
     }
     d.stats.captured++;
+    d.observer?.captured(ctx.apiType);
     if (stream) sendRaw(res, 200, streamHeaders(dialect, ctx), dialect.toStream(response, body, ctx));
     else sendJson(res, 200, dialect.fromChat(response, body, ctx));
   } finally {
     res.off("close", onClose);
+  }
+}
+
+/** One upstream call, counted in the busy clock and the latency histogram. */
+async function timedUpstream<T>(d: HandlerDeps, call: () => Promise<T>): Promise<T> {
+  const t0 = performance.now();
+  d.busy.begin();
+  let ok = false;
+  try {
+    const r = await call();
+    ok = true;
+    return r;
+  } finally {
+    d.busy.end();
+    d.observer?.upstream((performance.now() - t0) / 1000, ok);
   }
 }
 
@@ -153,6 +178,7 @@ function fail(d: HandlerDeps, res: ServerResponse, err: unknown, apiType: ApiTyp
   const e = asProxyError(err);
   d.stats.errors++;
   const status = errorStatus(e);
+  d.observer?.error(apiType, status);
   if (status >= 500) d.log.warn({ err: e, code: e.code, apiType }, "proxy call failed");
   else d.log.debug({ code: e.code, apiType, msg: e.message }, "proxy call refused");
   if (res.headersSent || res.destroyed) {

@@ -9,13 +9,18 @@ import { createServer, type Server } from "node:http";
 import { rm } from "node:fs/promises";
 import type { Logger } from "../util/log.ts";
 import { createHandler } from "./handler.ts";
-import type { CaptureSink, ProxyHandle, ProxyOptions, ProxyStats, SessionDirectory } from "./types.ts";
+import type { CaptureSink, ProxyHandle, ProxyObserver, ProxyOptions, ProxyStats, SessionDirectory } from "./types.ts";
 import { UpstreamPool } from "./upstream.ts";
+import { BusyClock } from "./busy.ts";
+import type { Registry } from "../metrics/registry.ts";
 
 export interface ProxyDeps {
   sessions: SessionDirectory;
   sink: CaptureSink;
   log: Logger;
+  /** Metrics: traffic observer, and the registry served at `GET /metrics`. */
+  observer?: ProxyObserver;
+  metrics?: Registry;
 }
 
 /**
@@ -25,9 +30,10 @@ export interface ProxyDeps {
  * closes the upstream pools; `closed` resolves when all of that is done.
  */
 export async function startProxy(deps: ProxyDeps, opts: ProxyOptions): Promise<ProxyHandle> {
-  const stats: ProxyStats = { requests: 0, captured: 0, errors: 0, inflight: 0 };
+  const stats: ProxyStats = { requests: 0, captured: 0, errors: 0, inflight: 0, upstream_inflight: 0, upstream_busy_ms: 0 };
+  const busy = new BusyClock();
   const upstream = new UpstreamPool(opts.upstreams, { timeoutMs: opts.upstreamTimeoutMs });
-  const handler = createHandler({ ...deps, upstream, opts, stats });
+  const handler = createHandler({ ...deps, upstream, opts, stats, busy });
   const servers: Server[] = [];
   try {
     const tcp = configure(createServer(handler));
@@ -64,7 +70,7 @@ export async function startProxy(deps: ProxyDeps, opts: ProxyOptions): Promise<P
     url,
     port,
     socketPath: opts.socketPath,
-    stats: () => ({ ...stats }),
+    stats: () => ({ ...stats, upstream_inflight: busy.inflight, upstream_busy_ms: busy.totalMs() }),
     stop: () => stop().then(resolveClosed),
     closed,
   };

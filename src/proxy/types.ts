@@ -48,6 +48,19 @@ export interface ProxyStats {
   captured: number;
   errors: number;
   inflight: number;
+  /** Upstream calls in flight now. */
+  upstream_inflight: number;
+  /** Milliseconds (since start) during which at least one upstream call was in flight. */
+  upstream_busy_ms: number;
+}
+
+/** Observes proxy traffic for metrics; every method is cheap and never throws. */
+export interface ProxyObserver {
+  /** One upstream call finished (`ok`: the engine answered 2xx). */
+  upstream(seconds: number, ok: boolean): void;
+  captured(apiType: string): void;
+  /** A call answered with an error, in the client's dialect. */
+  error(apiType: string, status: number): void;
 }
 
 export interface ProxyHandle {

@@ -15,7 +15,8 @@ import type { Logger } from "pino";
 import { decode, encode } from "../../protocol/codec.ts";
 import { STREAMS, SUBJECTS, idFromToken, nodeKey, type EventKind } from "../../protocol/subjects.ts";
 import { errorMessage } from "../../protocol/errors.ts";
-import type { GatewayNodeInfo, NodeHeartbeat, RuntimeSpec } from "../../protocol/schemas.ts";
+import { TERMINAL_STATUSES, type GatewayNodeInfo, type NodeHeartbeat, type NodeMetrics, type RuntimeSpec } from "../../protocol/schemas.ts";
+import { gatewayMetrics } from "../../metrics/gateway.ts";
 import { DEFAULT_INFRA, ensureDispatchConsumer, openInfra, type InfraOptions } from "../../nats/infra.ts";
 import { startProxy } from "../../proxy/server.ts";
 import type { ProxyOptions } from "../../proxy/types.ts";
@@ -59,7 +60,9 @@ export interface GatewayOptions {
 export interface GatewayHandle extends ActorHandle {
   readonly nodeId: string;
   readonly proxyUrl: string;
-  metrics(): ReturnType<Pipeline["metrics"]>;
+  metrics(): NodeMetrics;
+  /** Prometheus text of this gateway (also served at the proxy's `GET /metrics`). */
+  prometheus(): Promise<string>;
   readonly pipeline: Pipeline;
   /**
    * Pull nothing more, let held sessions finish and publish within the
@@ -88,8 +91,22 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
   const workRoot = opts.workRoot ?? join(tmpdir(), `polar-${nodeId}`);
   await mkdir(workRoot, { recursive: true });
   const capture = new CaptureRegistry();
+  // The pipeline and proxy exist only below; the metrics read them when scraped.
+  let pipelineRef: Pipeline | undefined;
+  let proxyRef: Awaited<ReturnType<typeof startProxy>> | undefined;
+  let limitsRef: StageLimits | undefined;
+  const metrics = gatewayMetrics(nodeId, {
+    stages: () => pipelineRef!.metrics(),
+    capacity: () => ({
+      init: limitsRef?.maxInitWorkers ?? 0,
+      ready: limitsRef?.readyCapacity ?? 0,
+      run: limitsRef?.maxRunWorkers ?? 0,
+      postrun: limitsRef?.maxPostrunWorkers ?? 0,
+    }),
+    proxy: () => proxyRef!.stats(),
+  });
   const proxy = await startProxy(
-    { sessions: capture, sink: capture, log },
+    { sessions: capture, sink: capture, log, observer: metrics.observer, metrics: metrics.registry },
     {
       host: "127.0.0.1",
       port: 0,
@@ -101,7 +118,14 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
       ...opts.proxy,
     },
   );
-  const emit = (kind: EventKind, body: unknown) => deps.nc.publish(SUBJECTS.event(kind), encode(body));
+  proxyRef = proxy;
+  const emit = (kind: EventKind, body: unknown) => {
+    if (kind === "session.state_changed") {
+      const status = (body as { status?: string }).status;
+      if (status && TERMINAL_STATUSES.has(status as never)) metrics.sessionFinished(status);
+    }
+    deps.nc.publish(SUBJECTS.event(kind), encode(body));
+  };
   let tokenizer: ReturnType<typeof qwen3Tokenizer> | undefined;
   const g: GatewayContext = {
     nodeId,
@@ -128,7 +152,14 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
     postrunQueueCapacity: opts.limits?.postrunQueueCapacity ?? maxPost,
     keepAliveMs: Math.max(200, Math.floor(infraOpts.dispatchAckWaitMs / 3)),
   };
+  limitsRef = limits;
   const pipeline = new Pipeline(g, infra, new TaskStore(infra.tasks), limits, log);
+
+  pipelineRef = pipeline;
+  const nodeMetrics = (): NodeMetrics => {
+    const p = proxy.stats();
+    return { ...pipeline.metrics(), upstream_inflight: p.upstream_inflight, upstream_busy_ms: p.upstream_busy_ms, sessions_finished: metrics.finishedTotal() };
+  };
 
   const cancelSub = deps.nc.subscribe(SUBJECTS.sessionCancelAll, {
     callback: (err, msg) => {
@@ -151,10 +182,11 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
     max_init_workers: limits.maxInitWorkers,
     max_run_workers: limits.maxRunWorkers,
     max_postrun_workers: limits.maxPostrunWorkers,
+    ready_capacity: limits.readyCapacity,
     heartbeat_interval_seconds: heartbeatMs / 1000,
     pool,
     started_at: startedAt,
-    metrics: pipeline.metrics(),
+    metrics: nodeMetrics(),
     healthy: true,
     draining: stopping,
     last_heartbeat: new Date().toISOString(),
@@ -166,7 +198,7 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
     if (beating) return; // skip a tick while the last one runs
     beating = true;
     try {
-      const hb: NodeHeartbeat = { node_id: nodeId, metrics: pipeline.metrics(), sent_at: new Date().toISOString(), draining: stopping };
+      const hb: NodeHeartbeat = { node_id: nodeId, metrics: nodeMetrics(), sent_at: new Date().toISOString(), draining: stopping };
       deps.nc.publish(SUBJECTS.heartbeat(nodeId), encode(hb));
       await infra.nodes.put(nodeKey(nodeId), encode(info()));
     } catch (err) {
@@ -206,7 +238,7 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
   log.info({ proxy: proxy.url, pool, limits }, "gateway started");
 
   const handle = actorHandle(
-    { nodeId, proxyUrl: proxy.url, metrics: () => pipeline.metrics(), pipeline, drain: (ms?: number) => drainer.drain(ms) },
+    { nodeId, proxyUrl: proxy.url, metrics: nodeMetrics, prometheus: () => metrics.registry.metrics(), pipeline, drain: (ms?: number) => drainer.drain(ms) },
     [
       stopPulling,
       () => pulling,

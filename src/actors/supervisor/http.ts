@@ -14,12 +14,28 @@ import { streamEvents } from "./events.ts";
 import { decodeSegment } from "../../util/uri.ts";
 import { streamTaskSse } from "./task-sse.ts";
 import { drainNode } from "./drain.ts";
+import { dashboardRoute } from "./dashboard-api.ts";
+import { serveAsset } from "../../dashboard/static.ts";
+import { serveMetrics, type Registry } from "../../metrics/registry.ts";
+
+export interface ApiServerOptions {
+  /** Served at `GET /metrics` (Prometheus text format). */
+  metrics?: Registry;
+}
 
 const MAX_BODY = 8 * 1024 * 1024;
 
-export function createApiServer(tasks: TaskService, nc: NatsConnection, log: Logger): Server {
+export function createApiServer(tasks: TaskService, nc: NatsConnection, log: Logger, opts: ApiServerOptions = {}): Server {
   return createServer((req, res) => {
-    if (req.method === "GET" && req.url?.split("?")[0] === "/events") return streamEvents(nc, res);
+    const path = req.url?.split("?")[0] ?? "/";
+    if (req.method === "GET" && path === "/events") return streamEvents(nc, res);
+    if (opts.metrics && serveMetrics(opts.metrics, req, res)) return;
+    if (req.method === "GET" && (path === "/" || path.startsWith("/assets/"))) {
+      void serveAsset(path, res)
+        .then((served) => served || sendError(res, new PolarError("not_found", `no asset ${path}`)))
+        .catch((err) => sendError(res, err));
+      return;
+    }
     let url: URL;
     try {
       url = parseUrl(req.url);
@@ -72,6 +88,7 @@ async function route(tasks: TaskService, nc: NatsConnection, method: string, url
     }
     return drainNode(nc, { ...body, node_id: decodeSegment(drain[1], "the node id in the path") });
   }
+  if (path.startsWith("/dashboard/api/")) return dashboardRoute(tasks, method, path, url);
   const m = /^\/rollout\/task\/([^/]+)$/.exec(path);
   if (m) {
     const task_id = decodeSegment(m[1], "the task id in the path");

@@ -25,6 +25,7 @@ import { TaskService, type LiveState, type SpecChecker } from "./tasks.ts";
 import { submitChecks } from "./admission.ts";
 import { DEFAULT_CALLBACK_POLICY, type CallbackPolicy } from "../../security/callback-policy.ts";
 import { DEFAULT_UPLOAD_ROOTS } from "../../security/upload-roots.ts";
+import { supervisorMetrics } from "../../metrics/supervisor.ts";
 
 export interface SupervisorDeps {
   nc: NatsConnection;
@@ -48,6 +49,8 @@ export interface SupervisorOptions {
 export interface SupervisorHandle extends ActorHandle {
   readonly httpUrl?: string;
   readonly tasks: TaskService;
+  /** Prometheus text of the supervisor (also served at `GET /metrics`). */
+  prometheus(): Promise<string>;
 }
 
 export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOptions = {}): Promise<SupervisorHandle> {
@@ -55,8 +58,22 @@ export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOpti
   const infra = await openInfra(deps.nc, opts.infra);
   await ensureResultsConsumer(infra.jsm);
   const store = new TaskStore(infra.tasks);
-  const emit = (kind: EventKind, body: unknown) => deps.nc.publish(SUBJECTS.event(kind), encode(body));
   const live = new Map<string, LiveState>();
+  // The task service exists only below; the metrics read it when scraped.
+  let taskRef: TaskService | undefined;
+  const metrics = supervisorMetrics({
+    liveStages: () => {
+      const by = new Map<string, number>();
+      for (const s of live.values()) if (!TERMINAL_STATUSES.has(s.status)) by.set(s.status, (by.get(s.status) ?? 0) + 1);
+      return by;
+    },
+    queue: () => taskRef!.status(),
+    nodes: () => taskRef!.nodes(),
+  });
+  const emit = (kind: EventKind, body: unknown) => {
+    metrics.observe(kind, body);
+    deps.nc.publish(SUBJECTS.event(kind), encode(body));
+  };
   const abort = new AbortController();
   // This host's NATS and API ports are never a callback target (the API port is known once listening).
   const localPorts = [deps.nc.info?.port].filter((p): p is number => typeof p === "number");
@@ -64,6 +81,7 @@ export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOpti
   const callbackOpts = { ...DEFAULT_CALLBACK, ...opts.callback, policy };
   const admit = submitChecks(deps.check, opts.uploadRoots ?? DEFAULT_UPLOAD_ROOTS, policy);
   const tasks = new TaskService({ infra, store, log, check: admit, emit, live });
+  taskRef = tasks;
 
   const onTaskDone = async (rec: TaskRecord) => {
     emit("task.done", { task_id: rec.request.task_id, status: rec.status });
@@ -102,7 +120,7 @@ export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOpti
   let server: Server | undefined;
   let httpUrl: string | undefined;
   if (opts.http) {
-    server = createApiServer(tasks, deps.nc, log);
+    server = createApiServer(tasks, deps.nc, log, { metrics: metrics.registry });
     const port = await listen(server, opts.http.port, opts.http.host);
     localPorts.push(port);
     httpUrl = `http://${opts.http.host === "0.0.0.0" ? "127.0.0.1" : opts.http.host}:${port}`;
@@ -110,7 +128,7 @@ export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOpti
   log.info({ httpUrl }, "supervisor started");
 
   return actorHandle(
-    { httpUrl, tasks },
+    { httpUrl, tasks, prometheus: () => metrics.registry.metrics() },
     [
       () => server && closeServer(server),
       () => clearInterval(sweepTimer),

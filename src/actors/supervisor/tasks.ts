@@ -206,6 +206,25 @@ export class TaskService {
     });
   }
 
+  /** The most recently created tasks, newest first, without their results. */
+  async list(limit: number): Promise<TaskStatus[]> {
+    const recs: TaskRecord[] = [];
+    for await (const rec of this.d.store.list()) recs.push(rec);
+    recs.sort((a, b) => b.created_at.localeCompare(a.created_at));
+    return Promise.all(recs.slice(0, limit).map((r) => this.toStatus(r, false)));
+  }
+
+  /** One session's SessionResult, or not_found. */
+  async sessionResult(taskId: string, sessionId: string): Promise<SessionResult> {
+    const rec = await this.d.store.get(taskId);
+    const s = rec?.sessions.find((x) => x.session_id === sessionId);
+    if (!rec || !s) throw new PolarError("not_found", `unknown session ${sessionId} of task ${taskId}`, { details: { task_id: taskId, session_id: sessionId } });
+    if (s.result_seq == null) throw new PolarError("not_found", `session ${sessionId} has no result yet`, { details: { status: s.status } });
+    const m = await this.d.infra.jsm.streams.getMessage(STREAMS.results, { seq: s.result_seq });
+    if (!m) throw new PolarError("not_found", `the result of session ${sessionId} is no longer retained`);
+    return validate(SessionResult, await readDurable(this.d.infra, m.data, m.header), "session result");
+  }
+
   async results(rec: TaskRecord): Promise<SessionResult[]> {
     const out: SessionResult[] = [];
     for (const s of rec.sessions) {
