@@ -36,9 +36,48 @@ npm run build --silent
 mkdir -p .polar
 status=0
 npx vitest run --reporter=default --reporter=json --outputFile.json=.polar/test-results.json "$@" || status=$?
-# One plain closing line with the counts.
-node -e '
-  const r = JSON.parse(require("fs").readFileSync(".polar/test-results.json", "utf8"));
-  console.log(`${r.numPassedTests} passed, ${r.numFailedTests} failed, ${r.numPendingTests + r.numTodoTests} skipped`);
+
+# The Python client (clients/python) and the Python examples, against the real
+# stack: a venv with the client and the test dependencies (pip's configured
+# index), pytest over clients/python/tests and examples/. Runs with the whole
+# suite (no vitest arguments given). pytest's exit code 5 ("no tests
+# collected") counts as a failure.
+pytest_ran=0
+if [ "$#" -eq 0 ]; then
+  if ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
+  fi
+  [ -x .polar/venv-python/bin/python ] || python3 -m venv .polar/venv-python
+  .polar/venv-python/bin/pip install -q --disable-pip-version-check ./clients/python pytest numpy matplotlib
+  py_dirs=(clients/python/tests)
+  [ -d examples ] && py_dirs+=(examples)
+  rm -f .polar/pytest-results.xml
+  pytest_ran=1
+  .polar/venv-python/bin/python -m pytest -q -p no:cacheprovider --junitxml=.polar/pytest-results.xml "${py_dirs[@]}" || {
+    echo "pytest failed (exit code $?)"
+    status=1
+  }
+fi
+
+# One plain closing line with the counts of both suites.
+PYTEST_RAN=$pytest_ran node -e '
+  const fs = require("fs");
+  let passed = 0, failed = 0, skipped = 0;
+  try {
+    const r = JSON.parse(fs.readFileSync(".polar/test-results.json", "utf8"));
+    passed += r.numPassedTests; failed += r.numFailedTests; skipped += r.numPendingTests + r.numTodoTests;
+  } catch { failed += 1; console.log("no vitest results"); }
+  if (process.env.PYTEST_RAN === "1") {
+    try {
+      const xml = fs.readFileSync(".polar/pytest-results.xml", "utf8");
+      for (const m of xml.matchAll(/<testsuite\b([^>]*)>/g)) {
+        const n = (k) => Number((new RegExp(`\\b${k}="(\\d+)"`).exec(m[1]) ?? [])[1] ?? 0);
+        const bad = n("failures") + n("errors");
+        passed += n("tests") - bad - n("skipped"); failed += bad; skipped += n("skipped");
+      }
+    } catch { failed += 1; console.log("no pytest results"); }
+  }
+  console.log(`${passed} passed, ${failed} failed, ${skipped} skipped`);
 ' || true
 exit $status

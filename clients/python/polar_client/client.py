@@ -1,0 +1,109 @@
+"""The trainer's client (asyncio), mirroring the TypeScript ``PolarClient``:
+
+    client = await PolarClient.connect(nats="nats://host:4222")   # or api="http://host:port"
+    handle = await client.submit(task)
+    async for r in handle.results(): ...
+    async for m in handle.traces(): ...
+    group = await handle.group()
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any, AsyncIterator
+
+from .grpo import FINAL_TASK_STATES, Group, build_group
+
+
+class TaskHandle:
+    def __init__(self, transport, task_id: str, total_sessions: int, sessions: list[dict] | None = None):
+        self._t = transport
+        self.task_id = task_id
+        self.total_sessions = total_sessions
+        self._sessions = sessions
+
+    def __repr__(self) -> str:
+        return f"TaskHandle(task_id={self.task_id!r}, total_sessions={self.total_sessions})"
+
+    async def _session_ids(self) -> list[str]:
+        if self._sessions is None:
+            self._sessions = (await self._t.get(self.task_id))["sessions"]
+        return [s["session_id"] for s in self._sessions]
+
+    async def status(self) -> dict:
+        """The task's status now (TaskStatus: status, counts, per-session summaries)."""
+        return await self._t.get(self.task_id)
+
+    async def results(self, from_seq: int | None = None) -> AsyncIterator[dict]:
+        """Each session's SessionResult (plus its stream ``seq``) as it lands; replayed for a finished task."""
+        async for r in self._t.results(self.task_id, await self._session_ids(), from_seq):
+            yield r
+
+    async def traces(self, from_seq: int | None = None) -> AsyncIterator[dict]:
+        """Every trace of the task exactly once: ``{task_id, session_id, trace_index,
+        trace_count, status, attempt, trace, seq}``; ``from_seq=m["seq"] + 1`` resumes after ``m``."""
+        async for m in self._t.traces(self.task_id, await self._session_ids(), from_seq):
+            yield m
+
+    async def group(self, normalize_std: bool = True) -> Group:
+        """Waits until every session has ended; the GRPO group with advantages."""
+        traces = [m async for m in self.traces()]
+        st = await self._final_status()
+        return build_group(self.task_id, st["status"], st["sessions"], traces, normalize_std)
+
+    async def wait(self) -> dict:
+        """The final TaskStatus, once every session has reported."""
+        async for _ in self.results():
+            pass
+        return await self._final_status()
+
+    async def _final_status(self) -> dict:
+        # Every session has reported; the supervisor records the last results moments later.
+        delay = 0.005
+        while True:
+            st = await self._t.get(self.task_id)
+            if st["status"] in FINAL_TASK_STATES:
+                return st
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+    async def cancel(self) -> dict:
+        """Cancels the unfinished sessions (they end as ERROR with zeroed masks)."""
+        return await self._t.cancel(self.task_id)
+
+
+class PolarClient:
+    def __init__(self, transport):
+        self._t = transport
+
+    @classmethod
+    async def connect(cls, nats: str | None = None, api: str | None = None, timeout: float = 30.0) -> "PolarClient":
+        """Over NATS (``nats="nats://host:4222"``; needs nats-py) or the HTTP API only
+        (``api="http://host:port"``; standard library only)."""
+        if (nats is None) == (api is None):
+            raise TypeError("PolarClient.connect needs exactly one of nats= or api=")
+        if nats is not None:
+            from .nats_transport import NatsTransport  # imported here so the HTTP path needs no nats-py
+
+            return cls(await NatsTransport.connect(nats, timeout))
+        from .http_transport import HttpTransport
+
+        return cls(HttpTransport(api, timeout))
+
+    async def submit(self, task: dict[str, Any]) -> TaskHandle:
+        """Submits a TaskRequest; a bad one raises PolarError(code="validation") naming every bad field."""
+        reply = await self._t.submit(task)
+        return TaskHandle(self._t, reply["task_id"], reply["total_sessions"])
+
+    async def task(self, task_id: str) -> TaskHandle:
+        """A handle on an existing task (also one that finished long ago); PolarError(code="not_found") if unknown."""
+        st = await self._t.get(task_id)
+        return TaskHandle(self._t, st["task_id"], st["total_sessions"], st["sessions"])
+
+    async def close(self) -> None:
+        await self._t.close()
+
+    async def __aenter__(self) -> "PolarClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()

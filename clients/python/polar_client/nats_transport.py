@@ -1,0 +1,67 @@
+"""The client over NATS: request/reply for the task API (msgpack), JetStream for results and traces."""
+from __future__ import annotations
+
+from typing import Any
+
+import asyncio
+
+import nats
+from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
+
+from .codec import decode, encode
+from .errors import PolarError
+from .nats_streams import TaskStreams
+from .subjects import API_CANCEL, API_GET, API_SUBMIT, HEADER_CONTENT_TYPE, MSGPACK
+
+
+class NatsTransport:
+    def __init__(self, nc, timeout: float = 30.0, owned: bool = True):
+        self.nc = nc
+        self.timeout = timeout
+        self.owned = owned
+        self.streams = TaskStreams(nc)
+
+    @classmethod
+    async def connect(cls, servers: str, timeout: float = 30.0, name: str = "polar-client-py", connect_timeout: float = 5.0) -> "NatsTransport":
+        # Reconnects forever once connected; the first connect is bounded (nats-py would retry it forever too).
+        try:
+            nc = await asyncio.wait_for(
+                nats.connect(servers, name=name, max_reconnect_attempts=-1, reconnect_time_wait=0.25, connect_timeout=2),
+                connect_timeout,
+            )
+        except Exception as err:  # nats-py raises several types for an unreachable server; wait_for a TimeoutError
+            raise PolarError("unavailable", f"cannot connect to NATS at {servers}: {err}") from err
+        return cls(nc, timeout)
+
+    async def request(self, subject: str, body: Any) -> Any:
+        try:
+            msg = await self.nc.request(subject, encode(body), timeout=self.timeout, headers={HEADER_CONTENT_TYPE: MSGPACK})
+        except NoRespondersError as err:
+            raise PolarError("unavailable", f"nothing serves {subject} (is the supervisor running?)") from err
+        except NatsTimeout as err:
+            raise PolarError("timeout", f"no answer on {subject} within {self.timeout} s") from err
+        reply = decode(msg.data, msg.headers)
+        if isinstance(reply, dict) and reply.get("ok") is True:
+            return reply.get("data")
+        if isinstance(reply, dict) and reply.get("ok") is False:
+            raise PolarError.from_wire(reply.get("error") or {})
+        raise PolarError("internal", f"malformed reply on {subject}")
+
+    async def submit(self, task: dict) -> dict:
+        return await self.request(API_SUBMIT, task)
+
+    async def get(self, task_id: str) -> dict:
+        return await self.request(API_GET, {"task_id": task_id})
+
+    async def cancel(self, task_id: str) -> dict:
+        return await self.request(API_CANCEL, {"task_id": task_id})
+
+    def results(self, task_id: str, session_ids, from_seq=None):
+        return self.streams.results(task_id, session_ids, from_seq)
+
+    def traces(self, task_id: str, session_ids, from_seq=None):
+        return self.streams.traces(task_id, session_ids, from_seq)
+
+    async def close(self) -> None:
+        if self.owned and not self.nc.is_closed:
+            await self.nc.drain()
