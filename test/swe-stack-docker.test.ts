@@ -98,12 +98,16 @@ describe.skipIf(missing !== undefined)("swebench_harness through the stack", () 
     const badTestPatch = { ...inst, test_patch: inst.test_patch.replace("def test_digits_kept():", "def test_renamed_upstream():") };
     await request(sys.client, SUBJECTS.api.submit, { ...base, task_id: "swe-bad-tp", evaluator: { ...base.evaluator, config: { ...base.evaluator.config, instance: badTestPatch } } });
     await request(sys.client, SUBJECTS.api.submit, { ...base, task_id: "swe-bad-image", runtime: { ...base.runtime, image: "sweb.eval.x86_64.polar-swe_1776_absent-0:latest" } });
+    await request(sys.client, SUBJECTS.api.submit, { ...base, task_id: "swe-bad-evalprep", runtime: { ...base.runtime, eval_prepare: [{ type: "exec", command: "echo no such tool >&2; exit 3" }] } });
     const tp = (await waitTask(sys, "swe-bad-tp", 240_000)).results[0]!;
     expect(tp.status).toBe("ERROR");
     expect(tp.error).toMatch(/evaluator failed: instance\.test_patch does not apply at instance\.base_commit/);
     const img = (await waitTask(sys, "swe-bad-image", 60_000)).results[0]!;
     expect(img.status).toBe("ERROR");
     expect(img.error).toMatch(/runtime initialization failed: .*runtime\.image: docker image sweb\.eval\.x86_64\.polar-swe_1776_absent-0:latest is not present/);
+    const ep = (await waitTask(sys, "swe-bad-evalprep", 240_000)).results[0]!;
+    expect(ep.status).toBe("ERROR");
+    expect(ep.error).toMatch(/evaluator failed: evaluation runtime failed: runtime\.eval_prepare failed in the evaluation runtime: .*no such tool/);
     expect(await containersOf()).toEqual([]);
   }, 300_000);
 

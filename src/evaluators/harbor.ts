@@ -12,6 +12,7 @@ import { join, resolve } from "node:path";
 import { z } from "zod";
 import { PolarError } from "../protocol/errors.ts";
 import type { Runtime } from "../runtimes/types.ts";
+import { assertUploadAllowed } from "../security/upload-roots.ts";
 import type { EvaluatorFactory } from "./types.ts";
 
 const Config = z.strictObject({
@@ -29,10 +30,11 @@ export const harborFactory: EvaluatorFactory = {
     const c = config as z.infer<typeof Config>;
     return {
       name: "harbor",
-      async evaluate({ runtime, evalRuntime, env, signal, timeoutMs, artifactsDir }) {
+      async evaluate({ runtime, evalRuntime, env, signal, timeoutMs, artifactsDir, uploadRoots }) {
         const rt = evalRuntime ?? runtime;
         if (!rt) throw new PolarError("evaluator", "the harbor evaluator needs a runtime, and the agent's is gone");
         const testsDir = resolve(c.tests_dir);
+        if (uploadRoots) assertUploadAllowed(c.tests_dir, uploadRoots, "harbor config.tests_dir");
         const info = await stat(testsDir).catch(() => null);
         if (!info?.isDirectory()) throw new PolarError("evaluator", `harbor config.tests_dir ${testsDir} is not a directory`, { details: { field: "config.tests_dir" } });
         await rt.exec("rm -rf /tests && mkdir -p /logs/verifier && rm -f /logs/verifier/reward.txt /logs/verifier/reward.json", { signal, timeoutMs: 30_000, category: "eval" });

@@ -25,6 +25,8 @@ export interface EvaluateInput {
   runtimeSpec?: RuntimeSpec;
   /** A host directory for the evaluation's files (logs); kept with the session's directory. */
   artifactsDir?: string;
+  /** Host folders an evaluator may copy into a runtime from (as for prepare uploads); unset = no check. */
+  uploadRoots?: readonly string[];
   env: Record<string, string>;
   signal: AbortSignal;
   timeoutMs: number;

@@ -55,8 +55,10 @@ export class FreshEvalRuntime {
     await budgeted(rt.start(), s.sessionLeftMs(), "evaluation runtime start", s.signal);
     this.#startMs = s.clock() - t0;
     const t1 = s.clock();
-    const actions = spec.eval_prepare ?? spec.prepare;
-    await budgeted(runPrepare(rt, actions, { signal: s.signal, log: s.log, uploadRoots: s.g.uploadRoots }), s.sessionLeftMs(), "eval_prepare", s.signal);
+    const field = spec.eval_prepare ? "runtime.eval_prepare" : "runtime.prepare";
+    await budgeted(runPrepare(rt, spec.eval_prepare ?? spec.prepare, { signal: s.signal, log: s.log, uploadRoots: s.g.uploadRoots }), s.sessionLeftMs(), field, s.signal).catch((err) => {
+      throw err instanceof PolarError && (err.code === "timeout" || err.code === "cancelled") ? err : new PolarError("runtime", `${field} failed in the evaluation runtime: ${errorMessage(err)}`, { cause: err });
+    });
     this.#prepareMs = s.clock() - t1;
     return rt;
   }

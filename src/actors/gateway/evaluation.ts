@@ -48,6 +48,7 @@ export const evaluateInProcess: Evaluate = (g, r) => {
       evalRuntime: r.evalRuntime,
       collected: r.collected,
       artifactsDir: r.artifactsDir,
+      uploadRoots: g.uploadRoots,
       env: r.spec.env,
       signal: r.signal,
       timeoutMs: r.timeoutMs,
