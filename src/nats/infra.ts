@@ -24,6 +24,8 @@ export interface Infra {
   jsm: JetStreamManager;
   tasks: KV;
   nodes: KV;
+  /** Cluster-wide control state (`polar_control`): inference paused, policy version. */
+  control: KV;
   blobs: ObjectStore;
 }
 
@@ -140,6 +142,7 @@ export async function openInfra(nc: NatsConnection, opts: InfraOptions = {}): Pr
   const kvm = new Kvm(nc);
   const tasks = await kvm.create(BUCKETS.tasks, { history: 1, replicas: o.replicas });
   const nodes = await kvm.create(BUCKETS.nodes, { history: 1, ttl: o.nodeTtlMs, replicas: o.replicas });
+  const control = await kvm.create(BUCKETS.control, { history: 1, replicas: o.replicas });
   const blobs = await new Objm(nc).create(BUCKETS.blobs, { replicas: o.replicas });
-  return { nc, js: jetstream(nc), jsm, tasks, nodes, blobs };
+  return { nc, js: jetstream(nc), jsm, tasks, nodes, control, blobs };
 }

@@ -209,6 +209,8 @@ export type EvaluatorSpec = z.infer<typeof EvaluatorSpec>;
 
 // ---------------------------------------------------------------- task
 
+const MaxPolicyLag = z.number().int().min(0).max(1_000_000).nullable().optional();
+
 export const TaskRequest = z
   .object({
     task_id: Id,
@@ -228,6 +230,12 @@ export const TaskRequest = z
     metadata: TaskMetadata.default({}),
     /** Extension: the gateway pool the sessions are dispatched to. */
     pool: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/).default("default"),
+    /**
+     * Extension: a trace whose oldest completion is more than this many policy
+     * versions behind the version current when its result is published keeps
+     * its tokens but gets loss mask 0 (`training_filter.reason: "stale_policy"`).
+     */
+    max_policy_lag: MaxPolicyLag,
   })
   .superRefine((t, ctx) => {
     const min = t.early_stop_min_usable_sessions;
@@ -263,6 +271,7 @@ export const SessionDispatch = z.object({
   /** Extensions. */
   sample_index: z.number().int().min(0).default(0),
   created_at: z.string().optional(),
+  max_policy_lag: MaxPolicyLag,
 });
 export type SessionDispatch = z.infer<typeof SessionDispatch>;
 
@@ -303,6 +312,10 @@ export const CompletionRecord = z.looseObject({
   seq: z.number().int().min(0).optional(),
   attempt: z.number().int().min(1).optional(),
   api_type: z.string().optional(),
+  /** The polar policy version in force when the call went upstream. */
+  policy_version: z.number().int().min(0).optional(),
+  /** The engine's own weight version, when the engine reports one. */
+  engine_weight_version: z.string().nullable().optional(),
 });
 export type CompletionRecord = z.infer<typeof CompletionRecord>;
 
@@ -563,3 +576,72 @@ export type NodeDrainReply = z.infer<typeof NodeDrainReply>;
 /** A message too large for NATS carries this instead of its body (header `polar-blob`). */
 export const BlobRef = z.object({ blob: z.string(), size: z.number().int() });
 export type BlobRef = z.infer<typeof BlobRef>;
+
+// ---------------------------------------------------------------- inference control (weight sync)
+
+const PolicyVersion = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+
+/** `polar_control` KV, key `inference`: what every gateway follows (and reads when it joins). */
+export const ControlState = z.object({
+  paused: z.boolean(),
+  policy_version: PolicyVersion,
+  paused_at: z.string().nullable().default(null),
+  updated_at: z.string(),
+});
+export type ControlState = z.infer<typeof ControlState>;
+
+export const PauseRequest = z.strictObject({
+  /** How long each gateway waits for its in-flight upstream calls to finish (default 60, at most 3600). */
+  timeout_seconds: z.number().positive().max(3600).optional(),
+});
+export type PauseRequest = z.infer<typeof PauseRequest>;
+
+export const ResumeRequest = z.strictObject({
+  /** The policy version from now on; never lower than the current one. */
+  policy_version: PolicyVersion,
+});
+export type ResumeRequest = z.infer<typeof ResumeRequest>;
+
+/** The supervisor's command to one gateway (`polar.node.inference.<node_id>`). */
+export const NodeInferenceCommand = z.discriminatedUnion("op", [
+  z.object({ op: z.literal("pause"), timeout_ms: z.number().int().min(0).max(3_600_000) }),
+  z.object({ op: z.literal("resume"), policy_version: PolicyVersion }),
+]);
+export type NodeInferenceCommand = z.infer<typeof NodeInferenceCommand>;
+
+/** One gateway's answer: what it drained (pause) or released (resume). */
+export const NodeInferenceReply = z.object({
+  node_id: z.string(),
+  ok: z.boolean().default(true),
+  paused: z.boolean(),
+  policy_version: PolicyVersion,
+  /** Pause: upstream calls that were in flight when the pause began and finished before the reply. */
+  drained: z.number().int().min(0).default(0),
+  /** Calls held at the gate right now (pause) or just before the release (resume). */
+  held: z.number().int().min(0).default(0),
+  /** Resume: calls released. */
+  released: z.number().int().min(0).default(0),
+  /** Pause: upstream calls still in flight when the reply was sent (non-zero only on a drain timeout). */
+  inflight: z.number().int().min(0).default(0),
+  drain_timed_out: z.boolean().default(false),
+  drain_ms: z.number().min(0).default(0),
+  /** The engines' own pause/resume, when forwarding is configured: one entry per upstream. */
+  engines: z.array(z.object({ url: z.string(), ok: z.boolean(), status: z.number().int().nullable(), error: z.string().nullable() })).default([]),
+  error: z.string().nullable().default(null),
+});
+export type NodeInferenceReply = z.infer<typeof NodeInferenceReply>;
+
+export const InferenceReply = z.object({
+  paused: z.boolean(),
+  policy_version: PolicyVersion,
+  /** Pause: true when the cluster was already paused (the answer is idempotent). Resume: true when it was not paused. */
+  unchanged: z.boolean(),
+  paused_at: z.string().nullable(),
+  /** Resume: how long the cluster was paused. */
+  paused_ms: z.number().min(0).nullable().default(null),
+  nodes: z.array(NodeInferenceReply),
+  drained: z.number().int().min(0),
+  held: z.number().int().min(0),
+  released: z.number().int().min(0),
+});
+export type InferenceReply = z.infer<typeof InferenceReply>;

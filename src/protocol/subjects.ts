@@ -49,7 +49,12 @@ export const BUCKETS = {
   tasks: "polar_tasks",
   nodes: "polar_nodes",
   blobs: "polar_blobs",
+  /** Cluster-wide control state (inference paused or not, the current policy version). */
+  control: "polar_control",
 } as const;
+
+/** The one key of `polar_control` that holds the inference ControlState. */
+export const CONTROL_KEY = "inference";
 
 export const HEADERS = {
   contentType: "content-type",
@@ -72,6 +77,9 @@ export const SUBJECTS = {
     status: "polar.api.status",
     /** Ask one gateway to drain (served by the supervisor, which forwards to `nodeDrain`). */
     nodeDrain: "polar.api.node.drain",
+    /** Weight sync: the supervisor fans these out to every gateway and answers per node. */
+    inferencePause: "polar.api.inference.pause",
+    inferenceResume: "polar.api.inference.resume",
   },
   /** Wildcards a stream binds to. */
   streamSubjects: {
@@ -91,6 +99,8 @@ export const SUBJECTS = {
   /** Gateway control: cancel a session wherever it runs (core NATS, fan-out). */
   sessionCancel: (sessionId: string) => `polar.session.cancel.${idToken("session_id", sessionId)}`,
   sessionCancelAll: "polar.session.cancel.*",
+  /** Gateway control: pause/resume this node's upstream calls (request/reply, one node). */
+  nodeInference: (nodeId: string) => `polar.node.inference.${assertToken("node_id", nodeId)}`,
   event: (kind: EventKind) => `polar.event.${kind}`,
   eventAll: "polar.event.>",
 } as const;

@@ -33,6 +33,24 @@ export function renameReasoning(m: ChatMessage): ChatMessage {
   return { ...rest, reasoning: reasoning_content };
 }
 
+/**
+ * The engine's own weight version, read before normalizing (which drops
+ * SGLang's meta_info): SGLang RL builds put `weight_version` in each choice's
+ * `meta_info`; servers that stamp the whole answer (the sim, some gateways)
+ * use a top-level `weight_version` or `policy_version`. Null when none.
+ */
+export function engineWeightVersion(raw: Json): string | null {
+  const top = raw.weight_version ?? raw.policy_version;
+  if (typeof top === "string" || typeof top === "number") return String(top);
+  const choices = Array.isArray(raw.choices) ? raw.choices : [];
+  for (const ch of choices) {
+    const meta = isObject(ch) && isObject(ch.meta_info) ? ch.meta_info : undefined;
+    const v = meta?.weight_version;
+    if (typeof v === "string" || typeof v === "number") return String(v);
+  }
+  return null;
+}
+
 export interface Normalized {
   response: ChatResponse;
   /** Engine-reported timings in ms (SGLang meta_info), empty for vLLM. */

@@ -10,7 +10,7 @@ import type { Json } from "./chat-types.ts";
 import type { ApiType, CallContext, Dialect } from "./dialect.ts";
 import { dialectOf } from "./dialects/index.ts";
 import { detectByBody, detectRoute, headerCredential, splitCredentialPath, type Route } from "./detect.ts";
-import { normalizeResponse, withEngineFlags } from "./engine.ts";
+import { engineWeightVersion, normalizeResponse, withEngineFlags } from "./engine.ts";
 import { asProxyError, errorStatus, proxyError } from "./errors.ts";
 import { checkContentType, decodeBody, parseJsonObject, readBody } from "./http-body.ts";
 import { answerMeta } from "./meta-routes.ts";
@@ -22,6 +22,7 @@ import type { CaptureSink, ProxyObserver, ProxyOptions, ProxySession, ProxyStats
 import type { UpstreamPool } from "./upstream.ts";
 import type { BusyClock } from "./busy.ts";
 import { serveMetrics, type Registry } from "../metrics/registry.ts";
+import type { InferenceGate } from "./gate.ts";
 
 
 export interface HandlerDeps {
@@ -35,6 +36,8 @@ export interface HandlerDeps {
   observer?: ProxyObserver;
   /** Served at `GET /metrics` (Prometheus text format) when given. */
   metrics?: Registry;
+  /** Holds upstream calls while inference is paused; stamps the policy version. */
+  gate: InferenceGate;
 }
 
 export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
@@ -104,18 +107,28 @@ async function generate(d: HandlerDeps, res: ServerResponse, g: Generation): Pro
   };
   res.once("close", onClose);
   try {
-    // The session id lets a sampling server tell the samples of a group apart (engines ignore the header).
-    const reply = await timedUpstream(d, () =>
-      d.upstream.post("/v1/chat/completions", payload, abort.signal, { "x-polar-session-id": session.sessionId }),
-    );
+    // While inference is paused the call waits here: the client just sees a slower answer.
+    const ticket = await d.gate.enter(abort.signal);
+    let reply;
+    try {
+      // The session id lets a sampling server tell the samples of a group apart (engines ignore the header).
+      reply = await timedUpstream(d, () =>
+        d.upstream.post("/v1/chat/completions", payload, abort.signal, { "x-polar-session-id": session.sessionId }),
+      );
+    } finally {
+      ticket.leave();
+    }
     const seq = nextSeq();
     // A session that left RUNNING while the engine worked (cancelled, timed out, superseded) gets no record.
     authenticate(d.sessions, g.credential);
+    const weightVersion = engineWeightVersion(reply.body);
     const { response, timings } = normalizeResponse(reply.body, d.opts.flavor);
     timings.upstream_ms = reply.ms;
+    if (ticket.heldMs > 0) timings.held_ms = ticket.heldMs;
     const record = buildRecord({
       session, apiType: ctx.apiType, request: chatReq, original: body, response, seq,
       sideKind: sideKind(chatReq, ctx.modelRequested), modelRequested: ctx.modelRequested, timings,
+      policyVersion: ticket.policyVersion, engineWeightVersion: weightVersion,
     });
     try {
       await d.sink.record(session.sessionId, record);

@@ -42,6 +42,8 @@ export interface RecordInput {
   sideKind?: string;
   modelRequested: string;
   timings: Record<string, number>;
+  policyVersion?: number;
+  engineWeightVersion?: string | null;
 }
 
 export function buildRecord(i: RecordInput): CompletionRecord {
@@ -64,5 +66,7 @@ export function buildRecord(i: RecordInput): CompletionRecord {
     seq: i.seq,
     attempt: i.session.attempt,
     api_type: i.apiType,
+    ...(i.policyVersion === undefined ? {} : { policy_version: i.policyVersion }),
+    ...(i.engineWeightVersion == null ? {} : { engine_weight_version: i.engineWeightVersion }),
   };
 }

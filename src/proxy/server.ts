@@ -13,6 +13,7 @@ import type { CaptureSink, ProxyHandle, ProxyObserver, ProxyOptions, ProxyStats,
 import { UpstreamPool } from "./upstream.ts";
 import { BusyClock } from "./busy.ts";
 import type { Registry } from "../metrics/registry.ts";
+import { InferenceGate } from "./gate.ts";
 
 export interface ProxyDeps {
   sessions: SessionDirectory;
@@ -21,6 +22,8 @@ export interface ProxyDeps {
   /** Metrics: traffic observer, and the registry served at `GET /metrics`. */
   observer?: ProxyObserver;
   metrics?: Registry;
+  /** Pause/resume of upstream calls (default: an open gate at policy version 0). */
+  gate?: InferenceGate;
 }
 
 /**
@@ -33,7 +36,8 @@ export async function startProxy(deps: ProxyDeps, opts: ProxyOptions): Promise<P
   const stats: ProxyStats = { requests: 0, captured: 0, errors: 0, inflight: 0, upstream_inflight: 0, upstream_busy_ms: 0 };
   const busy = new BusyClock();
   const upstream = new UpstreamPool(opts.upstreams, { timeoutMs: opts.upstreamTimeoutMs });
-  const handler = createHandler({ ...deps, upstream, opts, stats, busy });
+  const gate = deps.gate ?? new InferenceGate();
+  const handler = createHandler({ ...deps, gate, upstream, opts, stats, busy });
   const servers: Server[] = [];
   try {
     const tcp = configure(createServer(handler));
@@ -71,6 +75,7 @@ export async function startProxy(deps: ProxyDeps, opts: ProxyOptions): Promise<P
     port,
     socketPath: opts.socketPath,
     stats: () => ({ ...stats, upstream_inflight: busy.inflight, upstream_busy_ms: busy.totalMs() }),
+    gate,
     stop: () => stop().then(resolveClosed),
     closed,
   };

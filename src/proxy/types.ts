@@ -4,6 +4,7 @@
  * live and receives every captured completion.
  */
 import type { CompletionRecord } from "../protocol/schemas.ts";
+import type { InferenceGate } from "./gate.ts";
 
 export interface ProxySession {
   sessionId: string;
@@ -68,6 +69,8 @@ export interface ProxyHandle {
   readonly port: number;
   readonly socketPath?: string;
   stats(): ProxyStats;
+  /** The gate every upstream call passes (inference pause/resume). */
+  readonly gate: InferenceGate;
   stop(): Promise<void>;
   readonly closed: Promise<void>;
 }

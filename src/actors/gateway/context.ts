@@ -30,4 +30,6 @@ export interface GatewayContext {
   uploadRoots: readonly string[];
   builderDeps(): BuilderDeps;
   emit(kind: EventKind, body: unknown): void;
+  /** The policy version in force now (the proxy gate's). */
+  policyVersion(): number;
 }

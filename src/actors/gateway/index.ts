@@ -30,6 +30,10 @@ import { reapLeftovers } from "./reap.ts";
 import { createDrainer, DEFAULT_DRAIN_TIMEOUT_MS, serveDrain } from "./drain.ts";
 import { toolsDir } from "../../tools/paths.ts";
 import { DEFAULT_UPLOAD_ROOTS } from "../../security/upload-roots.ts";
+import { InferenceGate } from "../../proxy/gate.ts";
+import { readControl } from "../../nats/control-state.ts";
+import type { EnginePauseKind } from "./engine-pause.ts";
+import { startInferenceControl } from "./inference.ts";
 
 export interface GatewayDeps {
   nc: NatsConnection;
@@ -55,6 +59,8 @@ export interface GatewayOptions {
   uploadRoots?: readonly string[];
   /** How long a drain lets held sessions finish before requeueing them (default 300 s). */
   drainTimeoutMs?: number;
+  /** Also pause/resume the engines themselves on weight sync (default none). */
+  enginePause?: EnginePauseKind;
 }
 
 export interface GatewayHandle extends ActorHandle {
@@ -69,6 +75,8 @@ export interface GatewayHandle extends ActorHandle {
    * timeout, then leave (stop). A `stop()` meanwhile requeues what is held.
    */
   drain(timeoutMs?: number): Promise<void>;
+  /** The proxy's inference gate (paused or not, policy version, held calls). */
+  readonly gate: InferenceGate;
 }
 
 function cancelReason(data: Uint8Array): string {
@@ -105,8 +113,11 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
     }),
     proxy: () => proxyRef!.stats(),
   });
+  // A gateway that joins while inference is paused starts paused, at the current policy version.
+  const { state: control } = await readControl(infra.control);
+  const gate = new InferenceGate({ paused: control.paused, policyVersion: control.policy_version });
   const proxy = await startProxy(
-    { sessions: capture, sink: capture, log, observer: metrics.observer, metrics: metrics.registry },
+    { sessions: capture, sink: capture, log, observer: metrics.observer, metrics: metrics.registry, gate },
     {
       host: "127.0.0.1",
       port: 0,
@@ -140,7 +151,17 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
     uploadRoots: opts.uploadRoots ?? DEFAULT_UPLOAD_ROOTS,
     builderDeps: () => ({ tokenizer: (tokenizer ??= qwen3Tokenizer()) }),
     emit,
+    policyVersion: () => gate.policyVersion,
   };
+  const inference = startInferenceControl({
+    nc: deps.nc,
+    control: infra.control,
+    gate,
+    nodeId,
+    log,
+    upstreams: opts.proxy.upstreams,
+    enginePause: opts.enginePause ?? "none",
+  });
   const maxRun = opts.limits?.maxRunWorkers ?? 2;
   const maxPost = opts.limits?.maxPostrunWorkers ?? 4;
   const limits: StageLimits = {
@@ -238,7 +259,7 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
   log.info({ proxy: proxy.url, pool, limits }, "gateway started");
 
   const handle = actorHandle(
-    { nodeId, proxyUrl: proxy.url, metrics: nodeMetrics, prometheus: () => metrics.registry.metrics(), pipeline, drain: (ms?: number) => drainer.drain(ms) },
+    { nodeId, proxyUrl: proxy.url, metrics: nodeMetrics, prometheus: () => metrics.registry.metrics(), pipeline, drain: (ms?: number) => drainer.drain(ms), gate },
     [
       stopPulling,
       () => pulling,
@@ -248,6 +269,7 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
       () => clearInterval(hbTimer),
       () => cancelSub.drain(),
       () => drainSub.drain(),
+      () => inference.stop(),
       () => infra.nodes.delete(nodeKey(nodeId)),
       () => emit("node.left", { node_id: nodeId }),
       () => proxy.stop(),

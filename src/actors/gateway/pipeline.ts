@@ -12,6 +12,7 @@
 import type { Consumer, JsMsg } from "@nats-io/jetstream";
 import type { Logger } from "pino";
 import { publishDurable, readDurable } from "../../nats/messages.ts";
+import { applyPolicyVersions } from "./policy-versions.ts";
 import type { Infra } from "../../nats/infra.ts";
 import { validate } from "../../protocol/codec.ts";
 import { errorMessage } from "../../protocol/errors.ts";
@@ -125,6 +126,7 @@ export class Pipeline {
           msg.nak();
           return;
         }
+        applyPolicyVersions(result, this.g.policyVersion(), session.dispatch.max_policy_lag);
         await this.#publish(result);
         msg.ack();
       } finally {

@@ -2,7 +2,8 @@
  * The trainer API over HTTP, same schemas and errors as over NATS:
  * POST /rollout/task/submit, GET|DELETE /rollout/task/{id}, GET /rollout/status,
  * GET /nodes, POST /rollout/nodes/{id}/drain, GET /health, GET /events (server-sent events), GET /rollout/task/{id}/traces
- * and /results (a task's traces or results as server-sent events, with replay). Errors are `{"error": {code, message, retryable, details}}`.
+ * and /results (a task's traces or results as server-sent events, with replay). POST /rollout/inference/pause|resume and
+ * GET /rollout/inference (weight sync). Errors are `{"error": {code, message, retryable, details}}`.
  */
 import { createServer, type Server } from "node:http";
 import type { Logger } from "pino";
@@ -14,6 +15,7 @@ import { streamEvents } from "./events.ts";
 import { decodeSegment } from "../../util/uri.ts";
 import { streamTaskSse } from "./task-sse.ts";
 import { drainNode } from "./drain.ts";
+import type { InferenceService } from "./inference.ts";
 import { dashboardRoute } from "./dashboard-api.ts";
 import { serveAsset } from "../../dashboard/static.ts";
 import { serveMetrics, type Registry } from "../../metrics/registry.ts";
@@ -21,6 +23,8 @@ import { serveMetrics, type Registry } from "../../metrics/registry.ts";
 export interface ApiServerOptions {
   /** Served at `GET /metrics` (Prometheus text format). */
   metrics?: Registry;
+  /** Weight sync: POST /rollout/inference/pause|resume, GET /rollout/inference. */
+  inference?: InferenceService;
 }
 
 const MAX_BODY = 8 * 1024 * 1024;
@@ -53,7 +57,7 @@ export function createApiServer(tasks: TaskService, nc: NatsConnection, log: Log
       return void streamTaskSse(sse[2] as "traces" | "results", taskId, { tasks, nc, log }, url, req, res);
     }
     Promise.resolve()
-      .then(() => route(tasks, nc, req.method ?? "GET", url, req))
+      .then(() => route(tasks, nc, req.method ?? "GET", url, req, opts.inference))
       .then((body) => sendJson(res, 200, body))
       .catch((err) => {
         if (!(err instanceof PolarError)) log.error({ err, url: req.url }, "API request failed");
@@ -71,8 +75,13 @@ function parseUrl(raw: string | undefined): URL {
   }
 }
 
-async function route(tasks: TaskService, nc: NatsConnection, method: string, url: URL, req: Parameters<typeof readJson>[0]): Promise<unknown> {
+async function route(tasks: TaskService, nc: NatsConnection, method: string, url: URL, req: Parameters<typeof readJson>[0], inference?: InferenceService): Promise<unknown> {
   const path = url.pathname.replace(/\/+$/, "") || "/";
+  if (inference && path.startsWith("/rollout/inference")) {
+    if (path === "/rollout/inference/pause" && method === "POST") return inference.pause(await readJson(req, MAX_BODY));
+    if (path === "/rollout/inference/resume" && method === "POST") return inference.resume(await readJson(req, MAX_BODY));
+    if (path === "/rollout/inference" && method === "GET") return inference.state();
+  }
   if (path === "/health" && method === "GET") {
     const nodes = await tasks.nodes();
     return { status: "ok", nodes: nodes.filter((n) => n.healthy).length };

@@ -26,6 +26,7 @@ import { submitChecks } from "./admission.ts";
 import { DEFAULT_CALLBACK_POLICY, type CallbackPolicy } from "../../security/callback-policy.ts";
 import { DEFAULT_UPLOAD_ROOTS } from "../../security/upload-roots.ts";
 import { supervisorMetrics } from "../../metrics/supervisor.ts";
+import { InferenceService } from "./inference.ts";
 
 export interface SupervisorDeps {
   nc: NatsConnection;
@@ -51,6 +52,7 @@ export interface SupervisorHandle extends ActorHandle {
   readonly tasks: TaskService;
   /** Prometheus text of the supervisor (also served at `GET /metrics`). */
   prometheus(): Promise<string>;
+  readonly inference: InferenceService;
 }
 
 export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOptions = {}): Promise<SupervisorHandle> {
@@ -82,6 +84,7 @@ export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOpti
   const admit = submitChecks(deps.check, opts.uploadRoots ?? DEFAULT_UPLOAD_ROOTS, policy);
   const tasks = new TaskService({ infra, store, log, check: admit, emit, live });
   taskRef = tasks;
+  const inference = new InferenceService({ nc: deps.nc, control: infra.control, nodes: () => tasks.nodes(), log });
 
   const onTaskDone = async (rec: TaskRecord) => {
     emit("task.done", { task_id: rec.request.task_id, status: rec.status });
@@ -103,6 +106,8 @@ export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOpti
     serveRequests(deps.nc, SUBJECTS.api.cancel, (b) => tasks.cancel(b), log),
     serveRequests(deps.nc, SUBJECTS.api.status, () => tasks.status(), log),
     serveRequests(deps.nc, SUBJECTS.api.nodeDrain, (b) => drainNode(deps.nc, b), log),
+    serveRequests(deps.nc, SUBJECTS.api.inferencePause, (b) => inference.pause(b), log),
+    serveRequests(deps.nc, SUBJECTS.api.inferenceResume, (b) => inference.resume(b), log),
     followSessions(deps.nc, live, log),
     followDeadLetters(deps.nc, infra, log),
   ];
@@ -120,7 +125,7 @@ export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOpti
   let server: Server | undefined;
   let httpUrl: string | undefined;
   if (opts.http) {
-    server = createApiServer(tasks, deps.nc, log, { metrics: metrics.registry });
+    server = createApiServer(tasks, deps.nc, log, { metrics: metrics.registry, inference });
     const port = await listen(server, opts.http.port, opts.http.host);
     localPorts.push(port);
     httpUrl = `http://${opts.http.host === "0.0.0.0" ? "127.0.0.1" : opts.http.host}:${port}`;
@@ -128,7 +133,7 @@ export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOpti
   log.info({ httpUrl }, "supervisor started");
 
   return actorHandle(
-    { httpUrl, tasks, prometheus: () => metrics.registry.metrics() },
+    { httpUrl, tasks, inference, prometheus: () => metrics.registry.metrics() },
     [
       () => server && closeServer(server),
       () => clearInterval(sweepTimer),

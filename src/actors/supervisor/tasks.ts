@@ -109,6 +109,7 @@ export class TaskService {
         metadata,
         sample_index: s.sample_index,
         created_at: rec.created_at,
+        max_policy_lag: t.max_policy_lag ?? null,
       });
       await publishDurable(this.d.infra, SUBJECTS.dispatch(t.pool), dispatch, s.session_id);
     }
