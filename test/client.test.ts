@@ -192,8 +192,8 @@ describe("PolarClient", () => {
       { timeout: 60_000 },
     );
     expect(stdout).toContain("submitted cl-cli: 2 sessions");
-    expect(stdout).toMatch(/\] 1\/2 sessions done \(COMPLETED 1\)/);
-    expect(stdout).toMatch(/\] 2\/2 sessions done \(COMPLETED 2\)/);
+    // Not a TTY: plain progress lines, always the last one.
+    expect(stdout).toMatch(/^2\/2 sessions · COMPLETED 2 · \d+\.\ds$/m);
     expect(stdout).toContain("task cl-cli: completed");
     expect(stdout).toContain("wrote 4 traces");
     const lines = (await readFile(join(dir, "t.jsonl"), "utf8")).trim().split("\n").map((l) => JSON.parse(l));

@@ -1,29 +1,8 @@
 /** Shared pieces of the CLI commands: where NATS is, the state file of `polar up`, shutdown. */
-import { mkdir, readFile, writeFile, rm } from "node:fs/promises";
-import { homedir } from "node:os";
-import { dirname, join } from "node:path";
+import { findUpInstance } from "./up-state.ts";
 import { PolarError } from "../protocol/errors.ts";
 
-export function upStatePath(): string {
-  return process.env.POLAR_STATE_FILE ?? join(homedir(), ".polar", "up.json");
-}
-
-export interface UpState {
-  nats_url: string;
-  api_url?: string;
-  proxy_url?: string;
-  sim_url?: string;
-  pid: number;
-}
-
-export async function writeUpState(s: UpState): Promise<void> {
-  await mkdir(dirname(upStatePath()), { recursive: true });
-  await writeFile(upStatePath(), JSON.stringify(s, null, 2));
-}
-
-export async function clearUpState(): Promise<void> {
-  await rm(upStatePath(), { force: true });
-}
+export { clearUpState, upStatePath, writeUpState, type UpState } from "./up-state.ts";
 
 /**
  * --nats, then POLAR_NATS_URL, then the URL a running `polar up` wrote down.
@@ -32,22 +11,13 @@ export async function clearUpState(): Promise<void> {
 export async function resolveNatsUrl(flag?: string | readonly string[]): Promise<string> {
   if (flag?.length) return typeof flag === "string" ? flag : flag.join(",");
   if (process.env.POLAR_NATS_URL) return process.env.POLAR_NATS_URL;
-  try {
-    const s = JSON.parse(await readFile(upStatePath(), "utf8")) as UpState;
-    if (s.nats_url && isAlive(s.pid)) return s.nats_url;
-  } catch {
-    // no state file
+  const found = await findUpInstance();
+  if (found) {
+    const more = found.live > 1 ? `; ${found.live} instances are running, pass --nats to choose` : "";
+    process.stderr.write(`polar: using NATS ${found.state.nats_url} of the polar up started by pid ${found.state.pid}${more}\n`);
+    return found.state.nats_url;
   }
   throw new PolarError("unavailable", "no NATS server known: pass --nats URL, set POLAR_NATS_URL, or start `polar up`");
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** Resolves on the first SIGINT/SIGTERM (the CLI entry owns signals, never library code). */

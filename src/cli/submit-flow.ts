@@ -13,6 +13,7 @@ import { request } from "../nats/messages.ts";
 import { ValidationError } from "../protocol/errors.ts";
 import type { SubmitReply, TaskStatus } from "../protocol/schemas.ts";
 import { SUBJECTS } from "../protocol/subjects.ts";
+import { Progress, type ProgressOptions } from "./progress.ts";
 
 export async function readTaskFile(path: string): Promise<unknown> {
   const text = await readFile(path, "utf8").catch((err) => {
@@ -37,20 +38,16 @@ export async function submitTask(nc: NatsConnection, task: unknown): Promise<Sub
 export async function followTask(
   nc: NatsConnection,
   taskId: string,
-  write: (line: string) => void,
-  opts: { out?: string; signal?: AbortSignal } = {},
+  opts: { out?: string; signal?: AbortSignal; progress?: Omit<ProgressOptions, "total"> } = {},
 ): Promise<{ status: TaskStatus; traces: number }> {
   const client = await PolarClient.connect({ connection: nc });
   const handle = await client.task(taskId);
-  const t0 = Date.now();
   const tracesWritten = opts.out ? writeTraces(handle, opts.out, opts.signal) : Promise.resolve(0);
-  const counts = new Map<string, number>();
-  let done = 0;
-  for await (const r of handle.results({ signal: opts.signal })) {
-    done++;
-    counts.set(r.status, (counts.get(r.status) ?? 0) + 1);
-    const tally = [...counts].map(([k, v]) => `${k} ${v}`).join(", ");
-    write(`[${((Date.now() - t0) / 1000).toFixed(1)}s] ${done}/${handle.totalSessions} sessions done (${tally})`);
+  const progress = new Progress({ total: handle.totalSessions, ...opts.progress });
+  try {
+    for await (const r of handle.results({ signal: opts.signal })) progress.tick(r.status);
+  } finally {
+    progress.finish();
   }
   const traces = await tracesWritten;
   return { status: await handle.wait({ signal: opts.signal }), traces };

@@ -23,6 +23,7 @@ import { getBytes, getPath, putBytes, putPath } from "./docker-archive.ts";
 import { dockerExec } from "./docker-exec.ts";
 import { ExecStatsRecorder, timed } from "./stats.ts";
 import type { ExecOptions, ExecResult, ExecStats, Runtime, RuntimeContext, RuntimeFactory } from "./types.ts";
+import { warnOnce } from "../util/log.ts";
 
 export const PROXY_MOUNT = "/polar/proxy";
 const DEFAULT_WORKDIR = "/workspace";
@@ -127,7 +128,10 @@ export class DockerRuntime implements Runtime {
     if (s.memory_mb) host.Memory = host.MemorySwap = s.memory_mb * 1024 * 1024;
     if (s.pids_limit) host.PidsLimit = s.pids_limit;
     if (s.gpus > 0) host.DeviceRequests = [{ Driver: "", Count: s.gpus, DeviceIDs: [], Capabilities: [["gpu"]], Options: {} }];
-    if (s.storage_mb) this.#ctx.log.warn("docker runtime: storage_mb is not applied (needs an engine with storage quotas)");
+    if (s.storage_mb) {
+      warnOnce(this.#ctx.log, "docker-storage-mb", "docker runtime: storage_mb is not applied (needs an engine with storage quotas)",
+        "run dockerd with the overlay2 driver on xfs with pquota, or drop storage_mb from the runtime spec");
+    }
     return {
       name: this.id,
       Image: s.image,

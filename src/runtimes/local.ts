@@ -21,6 +21,7 @@ import { GATEWAY_MARKER_ENV, MARKER_ENV, killMarkedAndWait, killTree, runProcess
 import { ExecStatsRecorder, timed } from "./stats.ts";
 import { REPO_ROOT } from "../tools/paths.ts";
 import type { ExecOptions, ExecResult, ExecStats, Runtime, RuntimeContext, RuntimeFactory } from "./types.ts";
+import { warnOnce } from "../util/log.ts";
 
 /** `spec.kwargs.isolation`: "auto" (bwrap when it works), "bwrap" (required) or "none". */
 export const LocalKwargs = z.object({ isolation: z.enum(["auto", "bwrap", "none"]).default("auto") });
@@ -77,7 +78,10 @@ export class LocalRuntime implements Runtime {
     this.#logIsolation();
     const limits = limitsOf(this.#spec);
     this.#cgroup = await createCgroup(`polar-${this.#ctx.sessionId}${this.#ctx.role ? `-${this.#ctx.role}` : ""}`, limits);
-    if (hasLimits(limits) && !this.#cgroup) this.#ctx.log.warn({ limits }, "local runtime: cgroups unavailable, resource limits are not applied");
+    if (hasLimits(limits) && !this.#cgroup) {
+      warnOnce(this.#ctx.log, "local-no-cgroups", "local runtime: cgroups unavailable, resource limits are not applied",
+        "run the gateway as root on a host with a writable cgroup v2 hierarchy (/sys/fs/cgroup), or use the docker backend", { limits });
+    }
     this.#state = "started";
   }
 
@@ -92,7 +96,8 @@ export class LocalRuntime implements Runtime {
       return;
     }
     if (this.#isolation === "bwrap") throw runtimeError("local runtime: isolation bwrap requested but bubblewrap is missing or cannot create namespaces");
-    this.#ctx.log.warn("local runtime: bubblewrap not available, commands run as plain processes without isolation");
+    warnOnce(this.#ctx.log, "local-no-bwrap", "local runtime: bubblewrap not available, commands run as plain processes without isolation",
+      "install it (Debian: apt-get install bubblewrap) or use the docker backend");
   }
 
   /** A private network needs the proxy's Unix socket; without one the network is shared. */

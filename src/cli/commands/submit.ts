@@ -19,7 +19,7 @@ export function register(program: Command): void {
         const reply = await submitTask(nc, task);
         process.stdout.write(`submitted ${reply.task_id}: ${reply.total_sessions} sessions\n`);
         if (!o.wait) return;
-        const { status: st, traces } = await followTask(nc, reply.task_id, (l) => process.stdout.write(`${l}\n`), { out: o.out });
+        const { status: st, traces } = await followTask(nc, reply.task_id, { out: o.out, progress: { out: process.stdout } });
         if (o.json) process.stdout.write(`${JSON.stringify(st, null, 2)}\n`);
         else process.stdout.write(`${formatSummary(st)}\n`);
         if (o.out) process.stdout.write(`wrote ${traces} traces to ${o.out}\n`);

@@ -32,10 +32,19 @@ export function register(program: Command): void {
         supervisor: { http: { host: config.supervisor.http_host, port: o.httpPort ?? config.supervisor.http_port }, ...supervisorSecurityFrom(config) },
         gateway: { ...gw, proxy: { ...gw.proxy, upstreams: o.upstream ?? gw.proxy.upstreams } },
       });
-      const urls = { nats_url: sys.natsUrl, api_url: sys.supervisor.httpUrl, proxy_url: sys.gateway.proxyUrl, sim_url: sys.sim?.url, pid: process.pid };
+      const api = sys.supervisor.httpUrl;
+      const urls = { nats_url: sys.natsUrl, api_url: api, dashboard_url: api && `${api}/`, proxy_url: sys.gateway.proxyUrl, sim_url: sys.sim?.url, pid: process.pid };
       await writeUpState(urls);
       process.stdout.write(
-        `polar up\n  NATS        ${urls.nats_url}\n  task API    ${urls.api_url}\n  model proxy ${urls.proxy_url}\n  sim         ${urls.sim_url ?? "(external upstream)"}\n`,
+        [
+          "polar up",
+          `  dashboard   ${urls.dashboard_url ?? "(no HTTP API)"}`,
+          `  NATS        ${urls.nats_url}`,
+          `  task API    ${urls.api_url ?? "(none)"}`,
+          `  model proxy ${urls.proxy_url}   (metrics: ${urls.proxy_url}/metrics)`,
+          `  sim         ${urls.sim_url ?? "(external upstream)"}`,
+          "",
+        ].join("\n"),
       );
       const drainMs = o.drainTimeout !== undefined && o.drainTimeout > 0 ? o.drainTimeout * 1000 : gw.drainTimeoutMs;
       // First signal: drain the gateway, then stop the rest; second: requeue what is held and stop now; third: exit.
@@ -70,7 +79,7 @@ async function runOnce(natsUrl: string, file: string, out?: string): Promise<voi
   try {
     const reply = await submitTask(nc, await readTaskFile(file));
     process.stdout.write(`submitted ${reply.task_id}: ${reply.total_sessions} sessions\n`);
-    const { status: st, traces } = await followTask(nc, reply.task_id, (l) => process.stdout.write(`${l}\n`), { out });
+    const { status: st, traces } = await followTask(nc, reply.task_id, { out, progress: { out: process.stdout } });
     process.stdout.write(`${formatSummary(st)}\n`);
     if (out) process.stdout.write(`wrote ${traces} traces to ${out}\n`);
     if (st.status !== "completed") process.exitCode = 2;
