@@ -105,5 +105,14 @@ describe("Prometheus metrics", () => {
     expect(value(gw1.m, "polar_proxy_errors_total", { dialect: "openai_chat", status: "401" })).toBe(1);
     expect(value(gw1.m, "polar_gateway_stage_depth", { stage: "run" })).toBe(0);
     expect(value(gw1.m, "polar_proxy_upstream_inflight")).toBe(0);
+    expect(value(gw1.m, "polar_policy_version")).toBe(0);
+
+    // Weight sync moves the policy version on both sides.
+    for (const [op, body] of [["pause", {}], ["resume", { policy_version: 3 }]] as const) {
+      const r = await fetch(`${api}/rollout/inference/${op}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+      expect(r.status).toBe(200);
+    }
+    expect(value((await scrape(api)).m, "polar_policy_version")).toBe(3);
+    expect(value((await scrape(proxy)).m, "polar_policy_version")).toBe(3);
   }, 90_000);
 });

@@ -103,7 +103,9 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
   let pipelineRef: Pipeline | undefined;
   let proxyRef: Awaited<ReturnType<typeof startProxy>> | undefined;
   let limitsRef: StageLimits | undefined;
+  let gateRef: InferenceGate | undefined;
   const metrics = gatewayMetrics(nodeId, {
+    policyVersion: () => gateRef?.policyVersion ?? 0,
     stages: () => pipelineRef!.metrics(),
     capacity: () => ({
       init: limitsRef?.maxInitWorkers ?? 0,
@@ -116,6 +118,7 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
   // A gateway that joins while inference is paused starts paused, at the current policy version.
   const { state: control } = await readControl(infra.control);
   const gate = new InferenceGate({ paused: control.paused, policyVersion: control.policy_version });
+  gateRef = gate;
   const proxy = await startProxy(
     { sessions: capture, sink: capture, log, observer: metrics.observer, metrics: metrics.registry, gate },
     {

@@ -26,6 +26,7 @@ import { submitChecks } from "./admission.ts";
 import { DEFAULT_CALLBACK_POLICY, type CallbackPolicy } from "../../security/callback-policy.ts";
 import { DEFAULT_UPLOAD_ROOTS } from "../../security/upload-roots.ts";
 import { supervisorMetrics } from "../../metrics/supervisor.ts";
+import { readControl } from "../../nats/control-state.ts";
 import { InferenceService } from "./inference.ts";
 
 export interface SupervisorDeps {
@@ -71,6 +72,7 @@ export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOpti
     },
     queue: () => taskRef!.status(),
     nodes: () => taskRef!.nodes(),
+    policyVersion: async () => (await readControl(infra.control)).state.policy_version,
   });
   const emit = (kind: EventKind, body: unknown) => {
     metrics.observe(kind, body);
