@@ -7,7 +7,7 @@ import { HttpTransport } from "./http-transport.ts";
 import { TaskHandle } from "./handle.ts";
 import { NatsTransport } from "./nats-transport.ts";
 import type { Transport } from "./transport.ts";
-import type { TaskRequestInput } from "../protocol/schemas.ts";
+import type { InferenceReply, TaskRequestInput } from "../protocol/schemas.ts";
 
 export type ConnectOptions =
   | { nats: string; api?: never; name?: string; timeoutMs?: number }
@@ -39,6 +39,21 @@ export class PolarClient {
   async task(taskId: string): Promise<TaskHandle> {
     const st = await this.#t.get(taskId);
     return new TaskHandle(this.#t, st.task_id, st.total_sessions, st.sessions);
+  }
+
+  /**
+   * Weight sync: every gateway holds new model calls (agents just see a slow
+   * answer) and drains the ones in flight, bounded by `timeoutSeconds`. The
+   * reply says per node what was drained and held; pausing a paused cluster
+   * is idempotent (`unchanged: true`).
+   */
+  pause(timeoutSeconds?: number): Promise<InferenceReply> {
+    return this.#t.pause(timeoutSeconds === undefined ? {} : { timeout_seconds: timeoutSeconds });
+  }
+
+  /** Releases the held calls under `policyVersion`, which never goes down (a lower one rejects with `conflict`). */
+  resume(policyVersion: number): Promise<InferenceReply> {
+    return this.#t.resume({ policy_version: policyVersion });
   }
 
   async close(): Promise<void> {

@@ -5,7 +5,7 @@
  * dropped connection.
  */
 import { errorFromWire, PolarError, type WireError } from "../protocol/errors.ts";
-import type { SubmitReply, TaskStatus } from "../protocol/schemas.ts";
+import type { InferenceReply, SubmitReply, TaskStatus } from "../protocol/schemas.ts";
 import { readSse } from "./sse.ts";
 import type { Transport } from "./transport.ts";
 import type { ResultMessage, StreamOptions, TraceMessage } from "./types.ts";
@@ -46,6 +46,14 @@ export class HttpTransport implements Transport {
 
   cancel(taskId: string): Promise<TaskStatus> {
     return this.#json("DELETE", `/rollout/task/${encodeURIComponent(taskId)}`);
+  }
+
+  pause(body: { timeout_seconds?: number }): Promise<InferenceReply> {
+    return this.#json("POST", "/rollout/inference/pause", body);
+  }
+
+  resume(body: { policy_version: number }): Promise<InferenceReply> {
+    return this.#json("POST", "/rollout/inference/resume", body);
   }
 
   results(taskId: string, _sessionIds: readonly string[], opts: StreamOptions): AsyncIterable<ResultMessage> {

@@ -2,7 +2,7 @@
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { request } from "../nats/messages.ts";
 import { PolarError } from "../protocol/errors.ts";
-import type { SubmitReply, TaskStatus } from "../protocol/schemas.ts";
+import type { InferenceReply, SubmitReply, TaskStatus } from "../protocol/schemas.ts";
 import { SUBJECTS } from "../protocol/subjects.ts";
 import { TaskStreams } from "./nats-streams.ts";
 import type { Transport } from "./transport.ts";
@@ -46,6 +46,16 @@ export class NatsTransport implements Transport {
 
   cancel(taskId: string): Promise<TaskStatus> {
     return request<TaskStatus>(this.nc, SUBJECTS.api.cancel, { task_id: taskId }, { timeoutMs: this.#timeoutMs });
+  }
+
+  pause(body: { timeout_seconds?: number }): Promise<InferenceReply> {
+    // The reply comes once every gateway drained (bounded by its timeout, default 60 s).
+    const ms = Math.max(this.#timeoutMs, ((body.timeout_seconds ?? 60) + 10) * 1000);
+    return request<InferenceReply>(this.nc, SUBJECTS.api.inferencePause, body, { timeoutMs: ms });
+  }
+
+  resume(body: { policy_version: number }): Promise<InferenceReply> {
+    return request<InferenceReply>(this.nc, SUBJECTS.api.inferenceResume, body, { timeoutMs: Math.max(this.#timeoutMs, 20_000) });
   }
 
   results(taskId: string, sessionIds: readonly string[], opts: StreamOptions) {

@@ -14,6 +14,7 @@ import type { PolicyName, SimOptions } from "./options.ts";
 import { DEFAULT_PLAYBOOK, loadPlaybook } from "./policy/playbook.ts";
 import { randomPolicy } from "./policy/random.ts";
 import { scriptPolicy } from "./policy/script.ts";
+import { PolicyWeights } from "./policy/weights.ts";
 import type { Policy } from "./policy/types.ts";
 import type { PromptContext } from "./prompt-context.ts";
 import type { ToolMode } from "./qwen3-output.ts";
@@ -51,6 +52,8 @@ export class SimEngine {
   readonly #policies: Record<PolicyName, Policy>;
   readonly #seen = new Map<string, number>();
   policyVersion: string;
+  /** The learnable policy's logits (`POST /admin/weights`). */
+  readonly weights: PolicyWeights;
 
   constructor(opts: Readonly<SimOptions>) {
     this.opts = opts;
@@ -58,7 +61,12 @@ export class SimEngine {
     this.logprobs = new LogprobWriter(this.tok);
     this.scheduler = new Scheduler({ slots: opts.slots, maxQueue: opts.maxQueue, windowMs: opts.metricsWindowMs });
     const playbook = opts.playbookPath ? loadPlaybook(opts.playbookPath) : DEFAULT_PLAYBOOK;
-    this.#policies = { script: scriptPolicy(playbook), random: randomPolicy(this.tok, opts.randomTokens) };
+    this.weights = new PolicyWeights(playbook);
+    this.#policies = {
+      script: scriptPolicy(playbook),
+      random: randomPolicy(this.tok, opts.randomTokens),
+      learnable: scriptPolicy(playbook, this.weights),
+    };
     this.policyVersion = opts.policyVersion;
   }
 

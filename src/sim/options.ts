@@ -6,7 +6,7 @@
 import { z } from "zod";
 import { validate } from "../protocol/index.ts";
 
-export const POLICY_NAMES = ["script", "random"] as const;
+export const POLICY_NAMES = ["script", "random", "learnable"] as const;
 export type PolicyName = (typeof POLICY_NAMES)[number];
 
 export const SimOptionsSchema = z.strictObject({

@@ -99,6 +99,17 @@ class PolarClient:
         st = await self._t.get(task_id)
         return TaskHandle(self._t, st["task_id"], st["total_sessions"], st["sessions"])
 
+    async def pause(self, timeout_s: float | None = None) -> dict:
+        """Weight sync: every gateway holds new model calls (the agents just wait) and
+        drains the ones in flight (bounded by ``timeout_s``). Answers per node what was
+        drained and held; pausing a paused cluster is idempotent (``unchanged: True``)."""
+        return await self._t.pause({} if timeout_s is None else {"timeout_seconds": timeout_s})
+
+    async def resume(self, policy_version: int) -> dict:
+        """Releases the held calls under ``policy_version`` (an integer that never goes
+        down: a lower one raises PolarError(code="conflict"))."""
+        return await self._t.resume({"policy_version": policy_version})
+
     async def close(self) -> None:
         await self._t.close()
 

@@ -48,6 +48,12 @@ class HttpTransport:
     async def cancel(self, task_id: str) -> dict:
         return await self._json("DELETE", f"/rollout/task/{urllib.parse.quote(task_id, safe='')}")
 
+    async def pause(self, body: dict) -> dict:
+        return await self._json("POST", "/rollout/inference/pause", body)
+
+    async def resume(self, body: dict) -> dict:
+        return await self._json("POST", "/rollout/inference/resume", body)
+
     def results(self, task_id: str, _session_ids=None, from_seq=None):
         return self._events(task_id, "results", "result", from_seq, lambda r: r["session_id"])
 

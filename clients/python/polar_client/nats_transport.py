@@ -11,7 +11,7 @@ from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
 from .codec import decode, encode
 from .errors import PolarError
 from .nats_streams import TaskStreams
-from .subjects import API_CANCEL, API_GET, API_SUBMIT, HEADER_CONTENT_TYPE, MSGPACK
+from .subjects import API_CANCEL, API_GET, API_INFERENCE_PAUSE, API_INFERENCE_RESUME, API_SUBMIT, HEADER_CONTENT_TYPE, MSGPACK
 
 
 class NatsTransport:
@@ -55,6 +55,12 @@ class NatsTransport:
 
     async def cancel(self, task_id: str) -> dict:
         return await self.request(API_CANCEL, {"task_id": task_id})
+
+    async def pause(self, body: dict) -> dict:
+        return await self.request(API_INFERENCE_PAUSE, body)
+
+    async def resume(self, body: dict) -> dict:
+        return await self.request(API_INFERENCE_RESUME, body)
 
     def results(self, task_id: str, session_ids, from_seq=None):
         return self.streams.results(task_id, session_ids, from_seq)

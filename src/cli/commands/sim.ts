@@ -12,7 +12,7 @@ interface SimFlags {
   host: string;
   model?: string;
   playbook?: string;
-  policy?: "script" | "random";
+  policy?: "script" | "random" | "learnable";
   slots?: number;
   ttftMs?: number;
   perTokenMs?: number;
@@ -32,7 +32,7 @@ export function register(program: Command): void {
     .option("--host <host>", "address to listen on", "127.0.0.1")
     .option("--model <name>", "served model name (default Qwen/Qwen3-8B)")
     .option("--playbook <file>", "playbook JSON for the script policy (default: the built-in playbook)")
-    .option("--policy <name>", "default policy: script or random")
+    .option("--policy <name>", "default policy: script, random or learnable (choose logits set by POST /admin/weights)")
     .option("--slots <n>", "concurrent generation slots", Number)
     .option("--ttft-ms <ms>", "time to first token", Number)
     .option("--per-token-ms <ms>", "delay per generated token", Number)

@@ -15,22 +15,28 @@ export function register(program: Command): void {
     .option("--upstream <url...>", "use these inference servers instead of the sim")
     .option("--http-port <port>", "supervisor HTTP API port (0: any free port)", Number)
     .option("--playbook <file>", "sim playbook")
+    .option("--policy <name>", "sim policy: script (default), random or learnable (choose logits set by POST /admin/weights)")
+    .option("--max-run <n>", "RUNNING stage workers of the gateway", Number)
     .option("--max-model-len <tokens>", "sim context length (default 40960, Qwen3's; 131072 with YaRN fits Claude Code's prompt plus its 32k max_tokens)", Number)
     .option("--run <task>", "submit this task file, wait for it, print the results, then stop")
     .option("--out <file>", "with --run: write the traces to this JSONL file")
     .option("--log-level <level>", "log level (default: warn with --run, else info)")
     .option("--drain-timeout <seconds>", "on SIGTERM/SIGINT, how long the gateway's held sessions may finish before everything stops (default 300)", Number)
-    .action(async (o: { config?: string; nats?: string; upstream?: string[]; httpPort?: number; playbook?: string; maxModelLen?: number; run?: string; out?: string; logLevel?: string; drainTimeout?: number }) => {
+    .action(async (o: { config?: string; nats?: string; upstream?: string[]; httpPort?: number; playbook?: string; policy?: "script" | "random" | "learnable"; maxRun?: number; maxModelLen?: number; run?: string; out?: string; logLevel?: string; drainTimeout?: number }) => {
       const config = await loadConfig(o.config);
       const log = createLogger({ level: o.logLevel ?? (o.run ? "warn" : "info") });
       const gw = gatewayOptionsFrom(config);
       const sys = await up({
         log,
         natsUrl: o.nats ?? (config.nats_url === undefined ? undefined : natsServers(config.nats_url).join(",")),
-        sim: o.upstream ? false : { playbookPath: o.playbook, ...(o.maxModelLen ? { maxModelLen: o.maxModelLen } : {}) },
+        sim: o.upstream ? false : { playbookPath: o.playbook, ...(o.policy ? { policy: o.policy } : {}), ...(o.maxModelLen ? { maxModelLen: o.maxModelLen } : {}) },
         upstreams: o.upstream,
         supervisor: { http: { host: config.supervisor.http_host, port: o.httpPort ?? config.supervisor.http_port }, ...supervisorSecurityFrom(config) },
-        gateway: { ...gw, proxy: { ...gw.proxy, upstreams: o.upstream ?? gw.proxy.upstreams } },
+        gateway: {
+          ...gw,
+          ...(o.maxRun ? { limits: { ...gw.limits, maxRunWorkers: o.maxRun, readyCapacity: Math.max(gw.limits.readyCapacity ?? 0, o.maxRun) } } : {}),
+          proxy: { ...gw.proxy, upstreams: o.upstream ?? gw.proxy.upstreams },
+        },
       });
       const api = sys.supervisor.httpUrl;
       const urls = { nats_url: sys.natsUrl, api_url: api, dashboard_url: api && `${api}/`, proxy_url: sys.gateway.proxyUrl, sim_url: sys.sim?.url, pid: process.pid };

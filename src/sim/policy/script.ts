@@ -11,27 +11,35 @@ import { defaultText } from "./default-text.ts";
 import { expand, type Alternative, type Playbook, type Rule, type Step } from "./playbook.ts";
 import { findShellTool, findWriteTool, shellCall, writeCall, writeCommand } from "./tools.ts";
 import type { Policy, SampleRequest, StructuredOutput, ToolCallOut } from "./types.ts";
+import { PolicyWeights } from "./weights.ts";
 
 type Action = Omit<Alternative, "p">;
 
-export function scriptPolicy(playbook: Playbook): Policy {
-  const rules = playbook.rules.map((rule) => ({ rule, re: new RegExp(rule.match, rule.flags) }));
+/**
+ * With `weights` (the learnable policy) a `choose` step samples from the
+ * softmax of its current logits instead of the playbook's `p`, and the
+ * answer's log-probability is that alternative's log-softmax.
+ */
+export function scriptPolicy(playbook: Playbook, weights?: PolicyWeights): Policy {
+  const rules = playbook.rules.map((rule, index) => ({ rule, index, re: new RegExp(rule.match, rule.flags) }));
   return {
-    name: "script",
+    name: weights ? "learnable" : "script",
     sample(req: SampleRequest): StructuredOutput {
-      for (const { rule, re } of rules) {
+      for (const { rule, index, re } of rules) {
         const m = req.ctx.query.match(re) ?? req.ctx.userText.match(re);
-        if (m) return followRule(rule, m, req);
+        if (m) return followRule(rule, m, req, weights && ((s: number) => weights.logProbs(PolicyWeights.key(rule.name, index, s))));
       }
       return { kind: "structured", content: defaultText(req.ctx, req.key), toolCalls: [], logprob: 0 };
     },
   };
 }
 
-function followRule(rule: Rule, m: RegExpMatchArray, req: SampleRequest): StructuredOutput {
+type LogProbsOf = (step: number) => number[] | undefined;
+
+function followRule(rule: Rule, m: RegExpMatchArray, req: SampleRequest, logProbsOf?: LogProbsOf): StructuredOutput {
   const { ctx } = req;
   if (ctx.step >= rule.steps.length) return answer(ctx, expand(rule.done, m), undefined, 0);
-  const { action, logprob } = resolveStep(rule.steps[ctx.step], req);
+  const { action, logprob } = resolveStep(rule.steps[ctx.step], req, logProbsOf?.(ctx.step));
   const think = action.think === undefined ? undefined : expand(action.think, m);
   const say = action.say === undefined ? "" : expand(action.say, m);
   if (action.answer !== undefined) return answer(ctx, expand(action.answer, m), think, logprob);
@@ -40,12 +48,12 @@ function followRule(rule: Rule, m: RegExpMatchArray, req: SampleRequest): Struct
   return { kind: "structured", think: ctx.thinking ? think : undefined, content: say, toolCalls: [call], logprob };
 }
 
-function resolveStep(step: Step, req: SampleRequest): { action: Action; logprob: number } {
+function resolveStep(step: Step, req: SampleRequest, logProbs?: number[]): { action: Action; logprob: number } {
   if (!("choose" in step) || step.choose === undefined) return { action: step as Action, logprob: 0 };
   const u = uniform(...req.key, "choose", req.ctx.query, req.ctx.step);
-  const { index, p } = pickWeighted(step.choose.map((a) => a.p), u);
+  const { index, p } = pickWeighted(logProbs ? logProbs.map(Math.exp) : step.choose.map((a) => a.p), u);
   const alt = step.choose[index];
-  return { action: { ...alt, think: alt.think ?? step.think }, logprob: Math.log(p) };
+  return { action: { ...alt, think: alt.think ?? step.think }, logprob: logProbs ? logProbs[index] : Math.log(p) };
 }
 
 function toolCall(ctx: PromptContext, action: Action, m: RegExpMatchArray): ToolCallOut | undefined {

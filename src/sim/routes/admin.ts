@@ -56,3 +56,31 @@ export function adminState(engine: SimEngine) {
   const m = engine.scheduler.metrics(engine.policyVersion);
   return { paused: m.paused, policy_version: engine.policyVersion, running: m.running, waiting: m.waiting };
 }
+
+const WeightsSchema = z.looseObject({
+  weights: z.record(z.string(), z.unknown()),
+  /** The new policy version; by default the current one plus 1 (when it is an integer). */
+  version: z.union([z.string().min(1), z.number().int().min(0)]).nullish(),
+});
+
+/**
+ * POST /admin/weights `{weights: {"<rule>/<step>": [logits…]}, version?}`:
+ * replaces the learnable policy's logits at once and bumps the policy
+ * version; later samples use the new logits. All-or-nothing: one bad entry
+ * refuses the whole update (400 naming it).
+ */
+export function handleSetWeights(engine: SimEngine, res: ServerResponse, body: unknown): void {
+  const req = parseRequest(WeightsSchema, body);
+  const problems = engine.weights.set(req.weights);
+  if (problems.length) return sendJson(res, 400, { error: { message: problems.join("; "), type: "BadRequestError", param: "weights", code: 400 } });
+  const cur = Number(engine.policyVersion);
+  engine.policyVersion = req.version != null ? String(req.version) : Number.isInteger(cur) ? String(cur + 1) : `${engine.policyVersion}+1`;
+  sendJson(res, 200, { success: true, policy_version: engine.policyVersion, weights: engine.weights.snapshot() });
+}
+
+export function weightsState(engine: SimEngine) {
+  return {
+    policy_version: engine.policyVersion,
+    points: engine.weights.points.map((p) => ({ ...p, logits: engine.weights.logits(p.key), log_probs: engine.weights.logProbs(p.key) })),
+  };
+}

@@ -12,12 +12,13 @@ import { DeltaTracker, type Delta } from "../stream-deltas.ts";
 import { prepareChat, type ChatChoice, type PreparedChat } from "./chat-prepare.ts";
 
 export async function handleChat(engine: SimEngine, http: IncomingMessage, res: ServerResponse, body: unknown, signal: AbortSignal) {
+  // The version of the weights that sample this answer (read before sampling, stamped after generating).
+  const version = engine.policyVersion;
   const chat = prepareChat(engine, http, body);
   const meta = { id: `chatcmpl-${randomUUID().replace(/-/g, "")}`, created: Math.floor(Date.now() / 1000), model: chat.req.model ?? engine.opts.modelName };
-  if (chat.req.stream) return streamChat(engine, res, chat, meta, signal);
+  if (chat.req.stream) return streamChat(engine, res, chat, meta, signal, version);
   const started = performance.now();
   await Promise.all(chat.choices.map((c) => engine.run(c.gen, signal, () => {}, chat.promptIds.length)));
-  const version = engine.policyVersion;
   sendJson(res, 200, chatResponse(engine, chat, meta, version, (performance.now() - started) / 1000), { "x-policy-version": version });
 }
 
@@ -95,9 +96,8 @@ function logprobEntries(engine: SimEngine, chat: PreparedChat, c: ChatChoice, fr
   return out;
 }
 
-async function streamChat(engine: SimEngine, res: ServerResponse, chat: PreparedChat, meta: Meta, signal: AbortSignal) {
+async function streamChat(engine: SimEngine, res: ServerResponse, chat: PreparedChat, meta: Meta, signal: AbortSignal, version: string) {
   const { req } = chat;
-  const version = engine.policyVersion;
   const sse = startSse(res, { "x-policy-version": version });
   const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
     sse.write({ id: meta.id, object: "chat.completion.chunk", created: meta.created, model: meta.model, choices, ...extra, policy_version: version });

@@ -2,7 +2,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { SimEngine } from "../engine.ts";
 import { sendJson, sendText } from "../http.ts";
-import { adminState, handleMetrics, handleSetVersion } from "./admin.ts";
+import { adminState, handleMetrics, handleSetVersion, handleSetWeights, weightsState } from "./admin.ts";
 import { handleChat } from "./chat.ts";
 import { handleCompletions } from "./completions.ts";
 import { handleGenerate } from "./sglang.ts";
@@ -45,6 +45,11 @@ export function routes(engine: SimEngine): Map<string, Route> {
     ["POST /admin/resume", resume],
     ["POST /admin/policy_version", setVersion],
     ["GET /admin/policy_version", getVersion],
+    ["POST /admin/weights", ({ res, body }) => handleSetWeights(engine, res, body)],
+    ["GET /admin/weights", ({ res }) => sendJson(res, 200, weightsState(engine))],
+    // vLLM's names (RL dev-mode endpoints).
+    ["POST /pause", pause],
+    ["POST /resume", resume],
     // SGLang's names for the same operations.
     ["POST /pause_generation", pause],
     ["POST /continue_generation", resume],
