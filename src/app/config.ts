@@ -6,6 +6,7 @@ import { readFile } from "node:fs/promises";
 import { z } from "zod";
 import { validate } from "../protocol/codec.ts";
 import { ValidationError } from "../protocol/errors.ts";
+import { NatsAuth } from "../security/nats-auth.ts";
 
 const Proxy = z.strictObject({
   host: z.string().default("127.0.0.1"),
@@ -45,6 +46,12 @@ const Security = z.strictObject({
   /** Hosts (`name`, `addr` or `host:port`) callbacks may go to; empty: any host except link-local and this host's polar ports. */
   callback_allow_hosts: z.array(z.string().min(1)).default([]),
   callback_allow_link_local: z.boolean().default(false),
+  /** Bearer tokens of the HTTP API: trainer (everything) and observer (GET only). Required unless it listens on loopback. */
+  api_tokens: z
+    .strictObject({ trainer: z.array(z.string().min(16)).default([]), observer: z.array(z.string().min(16)).default([]) })
+    .default({ trainer: [], observer: [] }),
+  /** This actor's NATS credentials and TLS (else POLAR_NATS_* from the environment). */
+  nats_auth: NatsAuth.optional(),
 });
 
 export const PolarConfig = z.strictObject({
@@ -132,6 +139,7 @@ export function supervisorSecurityFrom(c: PolarConfig) {
   return {
     uploadRoots: c.security.upload_roots ? [...c.security.upload_roots] : undefined,
     callback: { policy: { allowHosts: [...c.security.callback_allow_hosts], allowLinkLocal: c.security.callback_allow_link_local } },
+    apiTokens: { trainer: [...c.security.api_tokens.trainer], observer: [...c.security.api_tokens.observer] },
   };
 }
 

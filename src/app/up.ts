@@ -15,6 +15,8 @@ import { startNatsServer, type NatsServerHandle } from "../nats/launcher.ts";
 import { closeNats, connectNats } from "../nats/infra.ts";
 import { startSim, type SimHandle } from "../sim/server.ts";
 import { createRegistries, specChecker } from "./registries.ts";
+import { generateRoleUsers, serverUsersFrom, type NatsAuth } from "../security/nats-auth.ts";
+import type { Role } from "../security/nats-roles.ts";
 
 export interface UpOptions {
   /** Use this NATS server instead of starting one. */
@@ -24,6 +26,12 @@ export interface UpOptions {
   upstreams?: string[];
   supervisor?: SupervisorOptions;
   gateway?: Partial<GatewayOptions>;
+  /**
+   * The embedded server requires credentials: a user with its role's subject
+   * permissions for each part (default true). With `natsUrl`, every part uses
+   * the credentials of the environment (POLAR_NATS_*).
+   */
+  auth?: boolean;
   log: Logger;
   /** Deadline of each teardown step (default 10 s). */
   stopStepTimeoutMs?: number;
@@ -38,6 +46,8 @@ export interface UpHandle {
   connections: NatsConnection[];
   /** Drains the gateway (finish held sessions within the timeout, publish, leave); then `stop()` ends the rest. */
   drain(timeoutMs?: number): Promise<void>;
+  /** Per-role credentials of the embedded server (undefined without one, or with auth off). */
+  credentials?: Record<Role, NatsAuth>;
   stop(): Promise<void>;
   /** Resolves once stopped: by `stop()`, or by itself when the embedded nats-server exited. */
   readonly closed: Promise<string>;
@@ -61,7 +71,8 @@ export async function up(opts: UpOptions): Promise<UpHandle> {
   };
   let natsGone = false;
   try {
-    const nats = opts.natsUrl ? undefined : await startNatsServer();
+    const credentials = opts.natsUrl || opts.auth === false ? undefined : generateRoleUsers();
+    const nats = opts.natsUrl ? undefined : await startNatsServer({ auth: credentials && serverUsersFrom(credentials) });
     if (nats) {
       stack.push({ name: "nats-server", run: () => nats.stop() });
       void nats.closed.then((code) => {
@@ -77,12 +88,12 @@ export async function up(opts: UpOptions): Promise<UpHandle> {
     const sim = opts.sim === false ? undefined : await startSim({ log: opts.log, ...(typeof opts.sim === "object" ? opts.sim : {}) });
     if (sim) stack.push({ name: "sim", run: () => sim.stop() });
     const registries = createRegistries();
-    const supNc = await connectNats(natsUrl, "polar-supervisor");
+    const supNc = await connectNats(natsUrl, "polar-supervisor", credentials?.supervisor);
     connections.push(supNc);
     stack.push({ name: "supervisor connection", run: () => closeNats(supNc) });
     const supervisor = await startSupervisor({ nc: supNc, log: opts.log, check: specChecker(registries) }, opts.supervisor);
     stack.push({ name: "supervisor", run: () => supervisor.stop() });
-    const gwNc = await connectNats(natsUrl, "polar-gateway");
+    const gwNc = await connectNats(natsUrl, "polar-gateway", credentials?.gateway);
     connections.push(gwNc);
     stack.push({ name: "gateway connection", run: () => closeNats(gwNc) });
     const configured = opts.upstreams?.length ? opts.upstreams : opts.gateway?.proxy?.upstreams;
@@ -96,7 +107,7 @@ export async function up(opts: UpOptions): Promise<UpHandle> {
       if (natsGone || stopping) return; // nothing could be published: stop() requeues nothing and ends
       await gateway.drain(timeoutMs);
     };
-    return { nats, natsUrl, sim, supervisor, gateway, connections, drain, stop: () => stop(), closed };
+    return { nats, natsUrl, sim, supervisor, gateway, connections, credentials, drain, stop: () => stop(), closed };
   } catch (err) {
     await stop();
     throw err;

@@ -1,6 +1,8 @@
 /** Shared pieces of the CLI commands: where NATS is, the state file of `polar up`, shutdown. */
 import { findUpInstance } from "./up-state.ts";
 import { PolarError } from "../protocol/errors.ts";
+import { natsAuthFromEnv, type NatsAuth } from "../security/nats-auth.ts";
+import type { Role } from "../security/nats-roles.ts";
 
 export { clearUpState, upStatePath, writeUpState, type UpState } from "./up-state.ts";
 
@@ -18,6 +20,17 @@ export async function resolveNatsUrl(flag?: string | readonly string[]): Promise
     return found.state.nats_url;
   }
   throw new PolarError("unavailable", "no NATS server known: pass --nats URL, set POLAR_NATS_URL, or start `polar up`");
+}
+
+/**
+ * Credentials for a CLI command: POLAR_NATS_* from the environment, else the
+ * ones a running `polar up` on this host wrote down for its own server.
+ */
+export async function resolveNatsAuth(url: string, role: Role = "trainer"): Promise<NatsAuth | undefined> {
+  const env = natsAuthFromEnv();
+  if (env) return env;
+  const found = await findUpInstance();
+  return found && found.state.nats_url === url ? found.state.nats_credentials?.[role] : undefined;
 }
 
 /** Resolves on the first SIGINT/SIGTERM (the CLI entry owns signals, never library code). */

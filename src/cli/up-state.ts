@@ -7,6 +7,8 @@
 import { mkdir, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
+import type { NatsAuth } from "../security/nats-auth.ts";
+import type { Role } from "../security/nats-roles.ts";
 
 export interface UpState {
   nats_url: string;
@@ -16,6 +18,8 @@ export interface UpState {
   sim_url?: string;
   pid: number;
   started_at?: string;
+  /** Credentials of the embedded server per role, for the CLI and clients of this host (the file is readable by its owner only). */
+  nats_credentials?: Partial<Record<Role, NatsAuth>>;
 }
 
 /** The folder of instance files (`$POLAR_STATE_DIR`, default `~/.polar/up`). */
@@ -31,7 +35,7 @@ export function upStatePath(pid = process.pid): string {
 export async function writeUpState(s: UpState): Promise<void> {
   const path = upStatePath(s.pid);
   await mkdir(dirname(path), { recursive: true });
-  await writeFile(path, JSON.stringify({ started_at: new Date().toISOString(), ...s }, null, 2));
+  await writeFile(path, JSON.stringify({ started_at: new Date().toISOString(), ...s }, null, 2), { mode: 0o600 });
 }
 
 /** Removes this instance's file only. */

@@ -2,6 +2,7 @@
  * The trainer's client: `PolarClient.connect({ nats })` or `({ api })`, then
  * `submit(task)` for a TaskHandle (results, traces, group, cancel).
  */
+import type { NatsAuth } from "../security/nats-auth.ts";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { HttpTransport } from "./http-transport.ts";
 import { TaskHandle } from "./handle.ts";
@@ -10,8 +11,8 @@ import type { Transport } from "./transport.ts";
 import type { InferenceReply, TaskRequestInput } from "../protocol/schemas.ts";
 
 export type ConnectOptions =
-  | { nats: string; api?: never; name?: string; timeoutMs?: number }
-  | { api: string; nats?: never }
+  | { nats: string; api?: never; name?: string; timeoutMs?: number; auth?: NatsAuth }
+  | { api: string; nats?: never; token?: string }
   | { connection: NatsConnection; timeoutMs?: number };
 
 export class PolarClient {
@@ -25,7 +26,7 @@ export class PolarClient {
   static async connect(opts: ConnectOptions): Promise<PolarClient> {
     if ("connection" in opts && opts.connection) return new PolarClient(new NatsTransport(opts.connection, opts));
     if ("nats" in opts && opts.nats) return new PolarClient(await NatsTransport.connect(opts.nats, opts));
-    if ("api" in opts && opts.api) return new PolarClient(new HttpTransport(opts.api));
+    if ("api" in opts && opts.api) return new PolarClient(new HttpTransport(opts.api, opts.token));
     throw new TypeError("PolarClient.connect needs { nats } or { api }");
   }
 

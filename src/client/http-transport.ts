@@ -14,9 +14,12 @@ const MAX_RECONNECTS = 10;
 
 export class HttpTransport implements Transport {
   readonly #base: string;
+  readonly #auth: Record<string, string>;
 
-  constructor(api: string) {
+  /** `token`: the API's bearer token (default: POLAR_API_TOKEN). */
+  constructor(api: string, token: string | undefined = process.env.POLAR_API_TOKEN) {
     this.#base = api.replace(/\/+$/, "");
+    this.#auth = token ? { authorization: `Bearer ${token}` } : {};
   }
 
   async #json<T>(method: string, path: string, body?: unknown): Promise<T> {
@@ -24,7 +27,7 @@ export class HttpTransport implements Transport {
     try {
       res = await fetch(`${this.#base}${path}`, {
         method,
-        headers: body === undefined ? {} : { "content-type": "application/json" },
+        headers: body === undefined ? { ...this.#auth } : { ...this.#auth, "content-type": "application/json" },
         body: body === undefined ? undefined : JSON.stringify(body),
       });
     } catch (err) {
@@ -78,7 +81,7 @@ export class HttpTransport implements Transport {
       const url = `${this.#base}${path}${next > 0 ? `?from_seq=${next}` : ""}`;
       let res: Response;
       try {
-        res = await fetch(url, { headers: { accept: "text/event-stream" }, signal: opts.signal });
+        res = await fetch(url, { headers: { ...this.#auth, accept: "text/event-stream" }, signal: opts.signal });
       } catch (err) {
         if (opts.signal?.aborted) return;
         if (++failures > MAX_RECONNECTS) throw new PolarError("unavailable", `lost ${url}: ${(err as Error).message}`, { cause: err });

@@ -5,6 +5,7 @@ import { PolarError } from "../protocol/errors.ts";
 import type { InferenceReply, SubmitReply, TaskStatus } from "../protocol/schemas.ts";
 import { SUBJECTS } from "../protocol/subjects.ts";
 import { TaskStreams } from "./nats-streams.ts";
+import { natsAuthFromEnv, natsConnectOptions, type NatsAuth } from "../security/nats-auth.ts";
 import type { Transport } from "./transport.ts";
 import type { StreamOptions } from "./types.ts";
 
@@ -12,6 +13,8 @@ export interface NatsTransportOptions {
   /** Request timeout for the task API (ms). */
   timeoutMs?: number;
   name?: string;
+  /** Credentials and TLS (default: POLAR_NATS_* from the environment). */
+  auth?: NatsAuth;
 }
 
 export class NatsTransport implements Transport {
@@ -29,7 +32,7 @@ export class NatsTransport implements Transport {
 
   static async connect(servers: string, opts: NatsTransportOptions = {}): Promise<NatsTransport> {
     try {
-      const nc = await connect({ servers, name: opts.name ?? "polar-client", maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+      const nc = await connect({ servers, name: opts.name ?? "polar-client", maxReconnectAttempts: -1, reconnectTimeWait: 250, ...natsConnectOptions(opts.auth ?? natsAuthFromEnv()) });
       return new NatsTransport(nc, opts, true);
     } catch (err) {
       throw new PolarError("unavailable", `cannot connect to NATS at ${servers}: ${(err as Error).message}`, { cause: err });

@@ -16,6 +16,7 @@ import {
 } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 import { Objm, type ObjectStore } from "@nats-io/obj";
+import { natsAuthFromEnv, natsConnectOptions, type NatsAuth } from "../security/nats-auth.ts";
 import { BUCKETS, RESULTS_CONSUMER, STREAMS, SUBJECTS, dispatchConsumer } from "../protocol/subjects.ts";
 
 export interface Infra {
@@ -26,6 +27,8 @@ export interface Infra {
   nodes: KV;
   /** Cluster-wide control state (`polar_control`): inference paused, policy version. */
   control: KV;
+  /** Session leases (which node holds which attempt). */
+  leases: KV;
   blobs: ObjectStore;
 }
 
@@ -55,8 +58,13 @@ export function natsServers(servers: string | readonly string[]): string[] {
 }
 
 /** Connects to any of the servers (a cluster's members); reconnects forever, to whichever answers. */
-export async function connectNats(servers: string | readonly string[], name: string): Promise<NatsConnection> {
-  return connect({ servers: natsServers(servers), name, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+export async function connectNats(
+  servers: string | readonly string[],
+  name: string,
+  /** This actor's credentials and TLS (default: POLAR_NATS_* from the environment). */
+  auth: NatsAuth | undefined = natsAuthFromEnv(),
+): Promise<NatsConnection> {
+  return connect({ servers: natsServers(servers), name, maxReconnectAttempts: -1, reconnectTimeWait: 250, ...natsConnectOptions(auth) });
 }
 
 /**
@@ -143,6 +151,7 @@ export async function openInfra(nc: NatsConnection, opts: InfraOptions = {}): Pr
   const tasks = await kvm.create(BUCKETS.tasks, { history: 1, replicas: o.replicas });
   const nodes = await kvm.create(BUCKETS.nodes, { history: 1, ttl: o.nodeTtlMs, replicas: o.replicas });
   const control = await kvm.create(BUCKETS.control, { history: 1, replicas: o.replicas });
+  const leases = await kvm.create(BUCKETS.leases, { history: 1, replicas: o.replicas });
   const blobs = await new Objm(nc).create(BUCKETS.blobs, { replicas: o.replicas });
-  return { nc, js: jetstream(nc), jsm, tasks, nodes, control, blobs };
+  return { nc, js: jetstream(nc), jsm, tasks, nodes, control, leases, blobs };
 }

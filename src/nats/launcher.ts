@@ -11,6 +11,7 @@ import { connect as tcpConnect } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { PolarError } from "../protocol/errors.ts";
+import { serverAuthConfig, type ServerTls, type ServerUser } from "../security/nats-auth.ts";
 
 export interface NatsServerOptions {
   /** Explicit binary; default: POLAR_NATS_SERVER, then `nats-server` on PATH. */
@@ -22,6 +23,10 @@ export interface NatsServerOptions {
   /** Max message payload in bytes (default 8 MiB; larger payloads go to the object store). */
   maxPayload?: number;
   readyTimeoutMs?: number;
+  /** Users with role permissions, or one shared token; default: no authentication. */
+  auth?: ServerUser[] | { token: string };
+  /** Serve TLS with this certificate (and verify client certificates against `ca_file` when `verify`). */
+  tls?: ServerTls;
 }
 
 export interface NatsServerHandle {
@@ -54,7 +59,8 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
   const args = ["-js", "-sd", storeDir, "-a", "127.0.0.1", "-p", String(opts.port || -1), "--ports_file_dir", portsDir];
   // max_payload has no command-line flag in nats-server 2.9: it goes in a config file.
   const confPath = join(portsDir, "nats.conf");
-  await writeFile(confPath, `max_payload: ${opts.maxPayload ?? 8 * 1024 * 1024}\n`);
+  const conf = [`max_payload: ${opts.maxPayload ?? 8 * 1024 * 1024}`, serverAuthConfig(opts.auth, opts.tls)];
+  await writeFile(confPath, `${conf.join("\n")}\n`, { mode: 0o600 }); // holds passwords
   args.push("-c", confPath);
   const child = spawn(binary, args, { stdio: ["ignore", "ignore", "pipe"] });
   let stderr = "";

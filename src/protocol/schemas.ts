@@ -645,3 +645,20 @@ export const InferenceReply = z.object({
   released: z.number().int().min(0),
 });
 export type InferenceReply = z.infer<typeof InferenceReply>;
+// ---------------------------------------------------------------- leases
+
+/** Which node holds which attempt of a session (KV `polar_leases`, key `leaseKey(session_id)`). */
+export const SessionLease = z.object({
+  session_id: z.string(),
+  task_id: z.string(),
+  attempt: z.number().int().min(0),
+  node_id: z.string(),
+  /** When the gateway started INIT of this attempt (ISO). */
+  init_at: z.string(),
+  /** init_at plus the session budget (ISO). */
+  deadline_at: z.string(),
+  /** Hex sha256 of the attempt's random lease token; only the holding gateway knows the token. */
+  token_sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  updated_at: z.string(),
+});
+export type SessionLease = z.infer<typeof SessionLease>;

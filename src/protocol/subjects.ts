@@ -51,6 +51,8 @@ export const BUCKETS = {
   blobs: "polar_blobs",
   /** Cluster-wide control state (inference paused or not, the current policy version). */
   control: "polar_control",
+  /** Session leases: which node holds which attempt (written by the gateway, verified by the supervisor). */
+  leases: "polar_leases",
 } as const;
 
 /** The one key of `polar_control` that holds the inference ControlState. */
@@ -89,6 +91,8 @@ export const SUBJECTS = {
   },
   dispatch: (pool: string) => `polar.session.dispatch.${assertToken("pool", pool)}`,
   result: (taskId: string) => `polar.session.result.${idToken("task_id", taskId)}`,
+  /** Results the supervisor records itself (overdue sessions): a subject only the supervisor role may publish on. */
+  supervisorResult: (taskId: string) => `polar.session.result.${idToken("task_id", taskId)}.supervisor`,
   trace: (taskId: string, sessionId: string) =>
     `polar.trace.${idToken("task_id", taskId)}.${idToken("session_id", sessionId)}`,
   traceFilter: (taskId: string) => `polar.trace.${idToken("task_id", taskId)}.>`,
@@ -123,6 +127,11 @@ export const RESULTS_CONSUMER = "polar-supervisor";
 /** KV keys cannot contain every character; ids are limited by ID_RE, which KV accepts. */
 export function taskKey(taskId: string): string {
   return idToken("task_id", taskId);
+}
+
+/** Key of a session's lease in BUCKETS.leases (injective id encoding). */
+export function leaseKey(sessionId: string): string {
+  return idToken("session_id", sessionId);
 }
 
 export function nodeKey(nodeId: string): string {

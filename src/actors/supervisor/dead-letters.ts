@@ -55,6 +55,6 @@ async function giveUp(infra: Infra, adv: Advisory, log: Logger): Promise<void> {
     attempt: adv.deliveries,
   };
   log.warn({ session_id: d.session_id, task_id: d.task_id, deliveries: adv.deliveries }, "giving up on a session");
-  await publishDurable(infra, SUBJECTS.result(d.task_id), result, `${d.session_id}:dead`);
+  await publishDurable(infra, SUBJECTS.supervisorResult(d.task_id), result, `${d.session_id}:dead`);
   await infra.jsm.streams.deleteMessage(STREAMS.sessions, adv.stream_seq).catch(() => false);
 }

@@ -16,6 +16,7 @@ import { decodeSegment } from "../../util/uri.ts";
 import { streamTaskSse } from "./task-sse.ts";
 import { drainNode } from "./drain.ts";
 import type { InferenceService } from "./inference.ts";
+import { authorizeRequest, type ApiTokens } from "../../security/http-auth.ts";
 import { dashboardRoute } from "./dashboard-api.ts";
 import { serveAsset } from "../../dashboard/static.ts";
 import { serveMetrics, type Registry } from "../../metrics/registry.ts";
@@ -25,6 +26,8 @@ export interface ApiServerOptions {
   metrics?: Registry;
   /** Weight sync: POST /rollout/inference/pause|resume, GET /rollout/inference. */
   inference?: InferenceService;
+  /** Bearer tokens; without any, every request passes (the API then listens on loopback only). */
+  tokens?: ApiTokens;
 }
 
 const MAX_BODY = 8 * 1024 * 1024;
@@ -32,6 +35,14 @@ const MAX_BODY = 8 * 1024 * 1024;
 export function createApiServer(tasks: TaskService, nc: NatsConnection, log: Logger, opts: ApiServerOptions = {}): Server {
   return createServer((req, res) => {
     const path = req.url?.split("?")[0] ?? "/";
+    const open = req.method === "GET" && (path === "/health" || path === "/" || path.startsWith("/assets/")); // static, no data
+    try {
+      if (!open) authorizeRequest(req, opts.tokens);
+    } catch (err) {
+      req.resume(); // the body is not read
+      log.warn({ method: req.method, url: req.url?.slice(0, 200), code: (err as PolarError).code }, "API request refused");
+      return sendError(res, err);
+    }
     if (req.method === "GET" && path === "/events") return streamEvents(nc, res);
     if (opts.metrics && serveMetrics(opts.metrics, req, res)) return;
     if (req.method === "GET" && (path === "/" || path.startsWith("/assets/"))) {

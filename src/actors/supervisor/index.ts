@@ -28,6 +28,7 @@ import { DEFAULT_UPLOAD_ROOTS } from "../../security/upload-roots.ts";
 import { supervisorMetrics } from "../../metrics/supervisor.ts";
 import { readControl } from "../../nats/control-state.ts";
 import { InferenceService } from "./inference.ts";
+import { apiTokensWithEnv, assertApiExposure, type ApiTokens } from "../../security/http-auth.ts";
 
 export interface SupervisorDeps {
   nc: NatsConnection;
@@ -39,6 +40,8 @@ export interface SupervisorDeps {
 export interface SupervisorOptions {
   /** HTTP API; `undefined` port means no HTTP server. */
   http?: { host: string; port: number };
+  /** Bearer tokens of the HTTP API (plus POLAR_API_TOKEN / POLAR_API_OBSERVER_TOKEN); required unless it listens on loopback. */
+  apiTokens?: ApiTokens;
   infra?: InfraOptions;
   callback?: Partial<Omit<CallbackOptions, "policy">> & { policy?: Partial<CallbackPolicy> };
   /** Host directories `upload_file`/`upload_dir`/`skills_path` may name (default: polar's example files). */
@@ -46,6 +49,8 @@ export interface SupervisorOptions {
   /** Sessions with no result this long after their task budget are given a TIMEOUT result. */
   resultGraceMs?: number;
   sweepIntervalMs?: number;
+  /** Refuse gateway results for sessions that hold no lease (default false: leases are verified whenever present). */
+  requireLease?: boolean;
 }
 
 export interface SupervisorHandle extends ActorHandle {
@@ -58,6 +63,8 @@ export interface SupervisorHandle extends ActorHandle {
 
 export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOptions = {}): Promise<SupervisorHandle> {
   const log = deps.log.child({ actor: "supervisor" });
+  const apiTokens = apiTokensWithEnv(opts.apiTokens);
+  if (opts.http) assertApiExposure(opts.http.host, apiTokens);
   const infra = await openInfra(deps.nc, opts.infra);
   await ensureResultsConsumer(infra.jsm);
   const store = new TaskStore(infra.tasks);
@@ -113,7 +120,7 @@ export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOpti
     followSessions(deps.nc, live, log),
     followDeadLetters(deps.nc, infra, log),
   ];
-  const consuming = consumeResults({ infra, store, log, onTaskDone, emit }, abort.signal).catch((err) => {
+  const consuming = consumeResults({ infra, store, log, onTaskDone, emit, requireLease: opts.requireLease }, abort.signal).catch((err) => {
     if (!abort.signal.aborted) log.error({ err }, "results consumer stopped");
   });
 
@@ -127,7 +134,7 @@ export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOpti
   let server: Server | undefined;
   let httpUrl: string | undefined;
   if (opts.http) {
-    server = createApiServer(tasks, deps.nc, log, { metrics: metrics.registry, inference });
+    server = createApiServer(tasks, deps.nc, log, { metrics: metrics.registry, inference, tokens: apiTokens });
     const port = await listen(server, opts.http.port, opts.http.host);
     localPorts.push(port);
     httpUrl = `http://${opts.http.host === "0.0.0.0" ? "127.0.0.1" : opts.http.host}:${port}`;
@@ -205,7 +212,7 @@ async function sweep(infra: Infra, store: TaskStore, log: Logger, graceMs: numbe
         attempt: Math.max(1, s.attempt),
       };
       log.warn({ task_id: rec.request.task_id, session_id: s.session_id }, "session overdue: recording TIMEOUT");
-      await publishDurable(infra, SUBJECTS.result(rec.request.task_id), result, `${s.session_id}:overdue`);
+      await publishDurable(infra, SUBJECTS.supervisorResult(rec.request.task_id), result, `${s.session_id}:overdue`);
     }
   }
 }

@@ -15,6 +15,7 @@ import { SessionResult, TERMINAL_STATUSES } from "../../protocol/schemas.ts";
 import { STREAMS, SUBJECTS, RESULTS_CONSUMER } from "../../protocol/subjects.ts";
 import { allDone, type TaskRecord, type TaskStore } from "./task-store.ts";
 import { cancelSessions } from "./tasks.ts";
+import { verifyResultSource } from "../../security/result-auth.ts";
 
 export interface ResultsDeps {
   infra: Infra;
@@ -22,6 +23,8 @@ export interface ResultsDeps {
   log: Logger;
   onTaskDone: (rec: TaskRecord) => Promise<void>;
   emit: (kind: "task.updated" | "task.done", body: unknown) => void;
+  /** Refuse gateway results for sessions without a lease (see security/result-auth.ts). */
+  requireLease?: boolean;
 }
 
 export async function consumeResults(d: ResultsDeps, signal: AbortSignal): Promise<void> {
@@ -48,6 +51,7 @@ async function handleResult(d: ResultsDeps, m: JsMsg): Promise<void> {
     d.log.error({ err: errorMessage(err), seq: m.seq }, "dropping a malformed session result");
     return;
   }
+  if (!(await authentic(d, m, result))) return;
   let accepted = false;
   const rec = await d.store.update(result.task_id, (r) => {
     const s = r.sessions.find((x) => x.session_id === result.session_id);
@@ -74,6 +78,19 @@ async function handleResult(d: ResultsDeps, m: JsMsg): Promise<void> {
   if (accepted) d.emit("task.updated", { task_id: rec.request.task_id, session_id: result.session_id, status: result.status });
   await maybeEarlyStop(d, rec);
   if (allDone(rec) && rec.callback == null) await d.onTaskDone(rec);
+}
+
+/**
+ * Only a result from the attempt's lease holder (or the supervisor itself)
+ * changes state; a redelivery of one already recorded passes (its lease may be gone).
+ */
+async function authentic(d: ResultsDeps, m: JsMsg, result: SessionResult): Promise<boolean> {
+  const verdict = await verifyResultSource(d.infra.leases, m.subject, result, { requireLease: d.requireLease ?? false });
+  if (verdict.ok) return true;
+  const recorded = (await d.store.get(result.task_id))?.sessions.find((s) => s.session_id === result.session_id);
+  if (recorded?.result_seq === m.seq) return true;
+  d.log.warn({ task_id: result.task_id, session_id: result.session_id, node_id: result.node_id, seq: m.seq, reason: verdict.reason }, "refusing a session result that does not come from the attempt's lease holder");
+  return false;
 }
 
 async function publishTraces(d: ResultsDeps, r: SessionResult): Promise<void> {

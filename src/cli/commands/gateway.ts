@@ -5,7 +5,7 @@ import { createRegistries } from "../../app/registries.ts";
 import { closeNats, connectNats } from "../../nats/infra.ts";
 import { PolarError } from "../../protocol/errors.ts";
 import { createLogger } from "../../util/log.ts";
-import { exitSoon, resolveNatsUrl, watchSignals } from "../common.ts";
+import { exitSoon, resolveNatsAuth, resolveNatsUrl, watchSignals } from "../common.ts";
 
 export function register(program: Command): void {
   program
@@ -33,7 +33,8 @@ export function register(program: Command): void {
         opts.drainTimeoutMs = o.drainTimeout * 1000;
       }
       const log = createLogger();
-      const nc = await connectNats(await resolveNatsUrl(o.nats ?? config.nats_url), `polar-gateway-${o.nodeId ?? ""}`);
+      const url = await resolveNatsUrl(o.nats ?? config.nats_url);
+      const nc = await connectNats(url, `polar-gateway-${o.nodeId ?? ""}`, config.security.nats_auth ?? (await resolveNatsAuth(url, "gateway")));
       const gw = await startGateway({ nc, log, registries: createRegistries() }, { ...opts, nodeId: o.nodeId ?? opts.nodeId, pool: o.pool ?? opts.pool });
       process.stdout.write(`gateway ${gw.nodeId}: proxy ${gw.proxyUrl}\n`);
       // SIGTERM = drain (a drain request over NATS/HTTP does the same); a second signal requeues what is held and stops.

@@ -3,7 +3,7 @@ import { connectNats } from "../../nats/infra.ts";
 import { request } from "../../nats/messages.ts";
 import type { SystemStatus, TaskStatus } from "../../protocol/schemas.ts";
 import { SUBJECTS } from "../../protocol/subjects.ts";
-import { resolveNatsUrl } from "../common.ts";
+import { resolveNatsAuth, resolveNatsUrl } from "../common.ts";
 import { formatSummary } from "../submit-flow.ts";
 
 export function register(program: Command): void {
@@ -14,7 +14,8 @@ export function register(program: Command): void {
     .option("--nats <urls>", "NATS server URL(s), comma-separated for a cluster (default: POLAR_NATS_URL or the running `polar up`)")
     .option("--json", "print JSON")
     .action(async (taskId: string | undefined, o: { nats?: string; json?: boolean }) => {
-      const nc = await connectNats(await resolveNatsUrl(o.nats), "polar-cli");
+      const url = await resolveNatsUrl(o.nats);
+      const nc = await connectNats(url, "polar-cli", await resolveNatsAuth(url));
       try {
         if (taskId) {
           const st = await request<TaskStatus>(nc, SUBJECTS.api.get, { task_id: taskId });

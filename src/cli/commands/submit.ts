@@ -1,6 +1,6 @@
 import type { Command } from "commander";
 import { connectNats } from "../../nats/infra.ts";
-import { resolveNatsUrl } from "../common.ts";
+import { resolveNatsAuth, resolveNatsUrl } from "../common.ts";
 import { followTask, formatSummary, readTaskFile, submitTask } from "../submit-flow.ts";
 
 export function register(program: Command): void {
@@ -14,7 +14,8 @@ export function register(program: Command): void {
     .option("--json", "print the final TaskStatus as JSON")
     .action(async (file: string, o: { nats?: string; wait?: boolean; out?: string; json?: boolean }) => {
       const task = await readTaskFile(file);
-      const nc = await connectNats(await resolveNatsUrl(o.nats), "polar-cli");
+      const url = await resolveNatsUrl(o.nats);
+      const nc = await connectNats(url, "polar-cli", await resolveNatsAuth(url));
       try {
         const reply = await submitTask(nc, task);
         process.stdout.write(`submitted ${reply.task_id}: ${reply.total_sessions} sessions\n`);

@@ -4,7 +4,7 @@ import { infraOptionsFrom, loadConfig, supervisorSecurityFrom } from "../../app/
 import { createRegistries, specChecker } from "../../app/registries.ts";
 import { closeNats, connectNats } from "../../nats/infra.ts";
 import { createLogger } from "../../util/log.ts";
-import { exitSoon, resolveNatsUrl, untilSignal } from "../common.ts";
+import { exitSoon, resolveNatsAuth, resolveNatsUrl, untilSignal } from "../common.ts";
 
 export function register(program: Command): void {
   program
@@ -17,7 +17,8 @@ export function register(program: Command): void {
     .action(async (o: { config?: string; nats?: string; httpPort?: number; httpHost?: string }) => {
       const config = await loadConfig(o.config);
       const log = createLogger();
-      const nc = await connectNats(await resolveNatsUrl(o.nats ?? config.nats_url), "polar-supervisor");
+      const url = await resolveNatsUrl(o.nats ?? config.nats_url);
+      const nc = await connectNats(url, "polar-supervisor", config.security.nats_auth ?? (await resolveNatsAuth(url, "supervisor")));
       const sup = await startSupervisor(
         { nc, log, check: specChecker(createRegistries()) },
         {

@@ -3,7 +3,8 @@ import { gatewayOptionsFrom, loadConfig, supervisorSecurityFrom } from "../../ap
 import { up } from "../../app/up.ts";
 import { connectNats, natsServers } from "../../nats/infra.ts";
 import { createLogger } from "../../util/log.ts";
-import { clearUpState, exitSoon, watchSignals, writeUpState } from "../common.ts";
+import { clearUpState, exitSoon, upStatePath, watchSignals, writeUpState } from "../common.ts";
+import type { NatsAuth } from "../../security/nats-auth.ts";
 import { followTask, formatSummary, readTaskFile, submitTask } from "../submit-flow.ts";
 
 export function register(program: Command): void {
@@ -40,12 +41,13 @@ export function register(program: Command): void {
       });
       const api = sys.supervisor.httpUrl;
       const urls = { nats_url: sys.natsUrl, api_url: api, dashboard_url: api && `${api}/`, proxy_url: sys.gateway.proxyUrl, sim_url: sys.sim?.url, pid: process.pid };
-      await writeUpState(urls);
+      const { supervisor: _own, ...shared } = sys.credentials ?? {};
+      await writeUpState({ ...urls, ...(sys.credentials ? { nats_credentials: shared } : {}) });
       process.stdout.write(
         [
           "polar up",
           `  dashboard   ${urls.dashboard_url ?? "(no HTTP API)"}`,
-          `  NATS        ${urls.nats_url}`,
+          `  NATS        ${urls.nats_url}${sys.credentials ? ` (credentials per role in ${upStatePath()})` : ""}`,
           `  task API    ${urls.api_url ?? "(none)"}`,
           `  model proxy ${urls.proxy_url}   (metrics: ${urls.proxy_url}/metrics)`,
           `  sim         ${urls.sim_url ?? "(external upstream)"}`,
@@ -65,7 +67,7 @@ export function register(program: Command): void {
         },
       });
       try {
-        if (o.run) await Promise.race([runOnce(sys.natsUrl, o.run, o.out), sys.closed]);
+        if (o.run) await Promise.race([runOnce(sys.natsUrl, o.run, o.out, sys.credentials?.trainer), sys.closed]);
         else {
           process.stdout.write("ready; Ctrl-C stops everything\n");
           const reason = await sys.closed;
@@ -80,8 +82,8 @@ export function register(program: Command): void {
     });
 }
 
-async function runOnce(natsUrl: string, file: string, out?: string): Promise<void> {
-  const nc = await connectNats(natsUrl, "polar-cli");
+async function runOnce(natsUrl: string, file: string, out?: string, auth?: NatsAuth): Promise<void> {
+  const nc = await connectNats(natsUrl, "polar-cli", auth);
   try {
     const reply = await submitTask(nc, await readTaskFile(file));
     process.stdout.write(`submitted ${reply.task_id}: ${reply.total_sessions} sessions\n`);
