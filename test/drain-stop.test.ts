@@ -6,7 +6,7 @@
  * nats-server dies with it) exits within seconds.
  */
 import { mkdtemp, rm } from "node:fs/promises";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -151,7 +151,9 @@ describe("polar up stops within seconds", () => {
       try {
         const [, natsUrl] = await up.waitFor(/NATS\s+(nats:\/\/\S+)/, STARTUP_MS);
         await up.waitFor(/ready; Ctrl-C/, STARTUP_MS);
-        const nc = await connectNats(natsUrl, "test-up-stop");
+        // polar up's server requires credentials: the trainer's are in its state file
+        const creds = JSON.parse(readFileSync(state, "utf8")).nats_credentials.trainer;
+        const nc = await connectNats(natsUrl, "test-up-stop", creds);
         await request(nc, SUBJECTS.api.submit, task("up-stop", "sleep 300"));
         await waitFor(async () => (await request<TaskStatus>(nc, SUBJECTS.api.get, { task_id: "up-stop" })).sessions[0].status === "RUNNING", 30_000, "session running");
         await nc.close();
