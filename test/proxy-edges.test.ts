@@ -108,7 +108,11 @@ describe("a session that stops while the engine works", () => {
         method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${CRED}` },
         body: JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }] }),
       });
-      await new Promise((r) => setTimeout(r, 60));
+      // The engine has the call (and answers 200 ms later): the session stops meanwhile.
+      for (const deadline = Date.now() + 5000; stack.engine.requests.length < 1; ) {
+        if (Date.now() > deadline) throw new Error("the call never reached the engine");
+        await new Promise((r) => setTimeout(r, 5));
+      }
       stack.sessions.set(CRED, { ...stack.sessions.get(CRED)!, active: false });
       const res = await pending;
       expect(res.status).toBe(403);

@@ -2,7 +2,7 @@
 import type { CompletionRecord } from "../src/protocol/schemas.ts";
 import { startProxy } from "../src/proxy/index.ts";
 import type { ProxyHandle, ProxyOptions, ProxySession } from "../src/proxy/index.ts";
-import { startFakeEngine, type FakeEngine, type FakeEngineOptions } from "../src/proxy/fake-engine.ts";
+import { startFakeEngine, type FakeEngine, type FakeEngineOptions } from "./helpers/fake-engine.ts";
 import { silentLogger } from "../src/util/log.ts";
 
 export interface Stack {

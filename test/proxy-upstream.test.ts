@@ -3,7 +3,7 @@ import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { startFakeEngine, type FakeEngine } from "../src/proxy/fake-engine.ts";
+import { startFakeEngine, type FakeEngine } from "./helpers/fake-engine.ts";
 import { CRED, startStack, type Stack } from "./proxy-setup.ts";
 
 const chatBody = JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }] });

@@ -15,6 +15,7 @@ import { asProxyError, errorStatus, proxyError } from "./errors.ts";
 import { checkContentType, decodeBody, parseJsonObject, readBody } from "./http-body.ts";
 import { answerMeta } from "./meta-routes.ts";
 import { countTokens } from "./count-tokens.ts";
+import { fitOutputTokens, type ContextLimit } from "./context-fit.ts";
 import { buildRecord, nextSeq } from "./record.ts";
 import { sideKind } from "./side-calls.ts";
 import { SSE_HEADERS } from "./sse.ts";
@@ -38,6 +39,8 @@ export interface HandlerDeps {
   metrics?: Registry;
   /** Holds upstream calls while inference is paused; stamps the policy version. */
   gate: InferenceGate;
+  /** The upstreams' context length, learned from `GET /v1/models`. */
+  contextLimit: ContextLimit;
 }
 
 export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
@@ -100,13 +103,16 @@ async function generate(d: HandlerDeps, res: ServerResponse, g: Generation): Pro
   const { dialect, ctx, body, session } = g;
   const chatReq = dialect.toChat(body, ctx);
   const stream = g.route.googleStream || dialect.wantsStream(body, ctx);
-  const payload = JSON.stringify(withEngineFlags(chatReq, d.opts.flavor));
+  let payload = JSON.stringify(withEngineFlags(chatReq, d.opts.flavor));
   const abort = new AbortController();
   const onClose = (): void => {
     if (!res.writableEnded) abort.abort();
   };
   res.once("close", onClose);
   try {
+    // Ask for no more output than the engine's context leaves after the prompt.
+    const clamp = await fitOutputTokens(chatReq, Buffer.byteLength(payload), await d.contextLimit.get(), (r) => countTokens(d.upstream, d.opts.flavor, r, abort.signal));
+    if (clamp) payload = JSON.stringify(withEngineFlags(chatReq, d.opts.flavor));
     // While inference is paused the call waits here: the client just sees a slower answer.
     const ticket = await d.gate.enter(abort.signal);
     let reply;
@@ -127,7 +133,7 @@ async function generate(d: HandlerDeps, res: ServerResponse, g: Generation): Pro
     if (ticket.heldMs > 0) timings.held_ms = ticket.heldMs;
     const record = buildRecord({
       session, apiType: ctx.apiType, request: chatReq, original: body, response, seq,
-      sideKind: sideKind(chatReq, ctx.modelRequested), modelRequested: ctx.modelRequested, timings,
+      sideKind: sideKind(chatReq, ctx.modelRequested), modelRequested: ctx.modelRequested, timings, clamp,
       policyVersion: ticket.policyVersion, engineWeightVersion: weightVersion,
     });
     try {

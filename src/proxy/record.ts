@@ -7,6 +7,7 @@ import type { CompletionRecord } from "../protocol/schemas.ts";
 import type { ChatRequest, ChatResponse, Json } from "./chat-types.ts";
 import type { ApiType } from "./dialect.ts";
 import type { ProxySession } from "./types.ts";
+import type { OutputClamp } from "./context-fit.ts";
 
 let arrivals = 0;
 
@@ -44,6 +45,8 @@ export interface RecordInput {
   timings: Record<string, number>;
   policyVersion?: number;
   engineWeightVersion?: string | null;
+  /** The output-token request was lowered to fit the engine's context. */
+  clamp?: OutputClamp;
 }
 
 export function buildRecord(i: RecordInput): CompletionRecord {
@@ -56,6 +59,7 @@ export function buildRecord(i: RecordInput): CompletionRecord {
     inference_timings: i.timings,
   };
   if (i.sideKind) metadata.side_kind = i.sideKind;
+  if (i.clamp) metadata.output_tokens_clamp = { ...i.clamp } as unknown as Json;
   return {
     completion_id: completionId(),
     timestamp: new Date().toISOString(),

@@ -14,6 +14,7 @@ import { UpstreamPool } from "./upstream.ts";
 import { BusyClock } from "./busy.ts";
 import type { Registry } from "../metrics/registry.ts";
 import { InferenceGate } from "./gate.ts";
+import { ContextLimit } from "./context-fit.ts";
 
 export interface ProxyDeps {
   sessions: SessionDirectory;
@@ -37,7 +38,7 @@ export async function startProxy(deps: ProxyDeps, opts: ProxyOptions): Promise<P
   const busy = new BusyClock();
   const upstream = new UpstreamPool(opts.upstreams, { timeoutMs: opts.upstreamTimeoutMs });
   const gate = deps.gate ?? new InferenceGate();
-  const handler = createHandler({ ...deps, gate, upstream, opts, stats, busy });
+  const handler = createHandler({ ...deps, gate, upstream, opts, stats, busy, contextLimit: new ContextLimit(upstream) });
   const servers: Server[] = [];
   try {
     const tcp = configure(createServer(handler));

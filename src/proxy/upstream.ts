@@ -57,6 +57,22 @@ export class UpstreamPool {
     }
   }
 
+  /** GETs `<base><path>` of every upstream; resolves with each one's parsed 2xx body or its error. */
+  async getAll(path: string, signal?: AbortSignal): Promise<Array<{ url: string; body?: Json; error?: PolarError }>> {
+    return Promise.all(
+      this.targets.map(async (t) => {
+        try {
+          const res = await t.pool.request({ path: t.prefix + path, method: "GET", headers: { accept: "application/json" }, headersTimeout: 10_000, bodyTimeout: 10_000, signal });
+          const text = await readText(res.body);
+          if (res.statusCode < 200 || res.statusCode >= 300) throw upstreamStatusError(res.statusCode, text, t.url);
+          return { url: t.url, body: parseBody(text, t.url) };
+        } catch (err) {
+          return { url: t.url, error: mapTransportError(err, t.url) };
+        }
+      }),
+    );
+  }
+
   /** Outstanding requests per upstream URL. */
   load(): Record<string, number> {
     return Object.fromEntries(this.targets.map((t) => [t.url, t.outstanding]));

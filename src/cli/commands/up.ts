@@ -18,7 +18,7 @@ export function register(program: Command): void {
     .option("--playbook <file>", "sim playbook")
     .option("--policy <name>", "sim policy: script (default), random or learnable (choose logits set by POST /admin/weights)")
     .option("--max-run <n>", "RUNNING stage workers of the gateway", Number)
-    .option("--max-model-len <tokens>", "sim context length (default 40960, Qwen3's; 131072 with YaRN fits Claude Code's prompt plus its 32k max_tokens)", Number)
+    .option("--max-model-len <tokens>", "sim context length (default 40960, Qwen3's native context)", Number)
     .option("--run <task>", "submit this task file, wait for it, print the results, then stop")
     .option("--out <file>", "with --run: write the traces to this JSONL file")
     .option("--log-level <level>", "log level (default: warn with --run, else info)")

@@ -8,8 +8,8 @@
  * can compare what it stored with what the engine sent.
  */
 import { createServer, type IncomingMessage, type Server } from "node:http";
-import type { Json } from "./chat-types.ts";
-import type { UpstreamFlavor } from "./types.ts";
+import type { Json } from "../../src/proxy/chat-types.ts";
+import type { UpstreamFlavor } from "../../src/proxy/types.ts";
 
 export interface EngineTurn {
   content?: string | null;
