@@ -50,7 +50,7 @@ describe.skipIf(missing !== undefined)("swebench_harness on Docker", () => {
     const key = `${name}/${role ?? "agent"}`;
     let rt = pool.get(key);
     if (!rt) pool.set(key, (rt = await container(sweInstance(name).image, role)));
-    const r = await rt.exec(`cd /testbed && git reset -q --hard ${sweInstance(name).instance.base_commit} && git clean -qfdx && rm -rf /tmp/polar-eval`);
+    const r = await rt.exec(`cd /testbed && git reset -q --hard ${sweInstance(name).instance.base_commit} && git clean -qfdx && rm -rf /tmp/polar-eval-*`);
     expect(r.exitCode, r.stderr).toBe(0);
     return rt;
   }

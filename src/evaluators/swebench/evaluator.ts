@@ -14,6 +14,7 @@
  * resolved, tests_status) plus empty_generation, failed_apply_patch,
  * test_timeout, resolution and the log's path.
  */
+import { randomBytes } from "node:crypto";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
@@ -27,7 +28,6 @@ import { LOG_PARSERS } from "./log-parsers.ts";
 import { ALWAYS_EXCLUDED, DEFAULT_PATCH_COMMAND, applyScript, extractScript, filterPatch } from "./patch.ts";
 import { END_TEST_OUTPUT, START_TEST_OUTPUT, repoSpec, splitModifiedNew, testDirectives } from "./specs.ts";
 
-const EVAL_DIR = "/tmp/polar-eval";
 const TAIL = 4000;
 
 export const SwebenchConfig = z.strictObject({
@@ -77,6 +77,8 @@ export const swebenchHarnessFactory: EvaluatorFactory = {
       collect,
       async evaluate(input): Promise<EvalResult> {
         const { env, signal } = input;
+        // Per evaluation: two sessions of a host-path runtime (local) never share it.
+        const EVAL_DIR = `/tmp/polar-eval-${randomBytes(6).toString("hex")}`;
         const deadline = performance.now() + input.timeoutMs;
         const left = (capS: number) => Math.max(1, Math.min(deadline - performance.now(), capS * 1000));
         let collected = input.collected === undefined ? undefined : Collected.parse(input.collected);
@@ -96,57 +98,62 @@ export const swebenchHarnessFactory: EvaluatorFactory = {
           return r;
         };
         await rt.exec(`mkdir -p ${EVAL_DIR}`, { signal, timeoutMs: left(30), category: "eval" });
-        if (!input.evalRuntime) {
-          // Evaluating in the agent's runtime: back to a clean checkout of the base commit first.
-          const reset = await run(`cd ${q(c.repo_dir)} && git reset -q --hard ${inst.base_commit} && git clean -qfd`, c.apply_timeout);
-          if (reset.exitCode !== 0) throw new PolarError("evaluator", `could not reset ${c.repo_dir} to instance.base_commit ${inst.base_commit}: ${reset.stderr.slice(-500)}`);
-        }
-        await rt.writeFile(`${EVAL_DIR}/patch.diff`, collected.patch.endsWith("\n") ? collected.patch : collected.patch + "\n");
-        const applied = await run(applyScript(c.repo_dir, `${EVAL_DIR}/patch.diff`), c.apply_timeout);
-        const applyLog = applied.stdout + applied.stderr;
-        if (applied.timedOut || applied.exitCode !== 0) {
-          return result(0, { ...base, patch_exists: true, patch_successfully_applied: false, resolved: false, empty_generation: false, failed_apply_patch: true, test_timeout: false, resolution: "NO", apply_output_tail: applyLog.slice(-TAIL) });
-        }
+        try {
+          if (!input.evalRuntime) {
+            // Evaluating in the agent's runtime: back to a clean checkout of the base commit first.
+            const reset = await run(`cd ${q(c.repo_dir)} && git reset -q --hard ${inst.base_commit} && git clean -qfd`, c.apply_timeout);
+            if (reset.exitCode !== 0) throw new PolarError("evaluator", `could not reset ${c.repo_dir} to instance.base_commit ${inst.base_commit}: ${reset.stderr.slice(-500)}`);
+          }
+          await rt.writeFile(`${EVAL_DIR}/patch.diff`, collected.patch.endsWith("\n") ? collected.patch : collected.patch + "\n");
+          const applied = await run(applyScript(c.repo_dir, `${EVAL_DIR}/patch.diff`), c.apply_timeout);
+          const applyLog = applied.stdout + applied.stderr;
+          if (applied.timedOut || applied.exitCode !== 0) {
+            return result(0, { ...base, patch_exists: true, patch_successfully_applied: false, resolved: false, empty_generation: false, failed_apply_patch: true, test_timeout: false, resolution: "NO", apply_output_tail: applyLog.slice(-TAIL) });
+          }
 
-        // The instance's test files back to the base commit (undoing the agent's edits), then the test patch.
-        const { modified, created } = splitModifiedNew(inst.test_patch);
-        await rt.writeFile(`${EVAL_DIR}/test.patch`, inst.test_patch.endsWith("\n") ? inst.test_patch : inst.test_patch + "\n");
-        const prep = [
-          `cd ${q(c.repo_dir)}`,
-          modified.length ? `git checkout -q ${inst.base_commit} -- ${modified.map(q).join(" ")}` : "true",
-          created.length ? `rm -f ${created.map(q).join(" ")}` : "true",
-          `git apply -v ${EVAL_DIR}/test.patch`,
-        ].join(" && ");
-        const tp = await run(prep, c.apply_timeout);
-        if (tp.exitCode !== 0) {
-          throw new PolarError("evaluator", `instance.test_patch does not apply at instance.base_commit ${inst.base_commit} in ${c.repo_dir}: ${(tp.stderr || tp.stdout).slice(-800)}`, {
-            details: { field: "instance.test_patch", instance_id: inst.instance_id },
-          });
-        }
+          // The instance's test files back to the base commit (undoing the agent's edits), then the test patch.
+          const { modified, created } = splitModifiedNew(inst.test_patch);
+          await rt.writeFile(`${EVAL_DIR}/test.patch`, inst.test_patch.endsWith("\n") ? inst.test_patch : inst.test_patch + "\n");
+          const prep = [
+            `cd ${q(c.repo_dir)}`,
+            modified.length ? `git checkout -q ${inst.base_commit} -- ${modified.map(q).join(" ")}` : "true",
+            created.length ? `rm -f ${created.map(q).join(" ")}` : "true",
+            `git apply -v ${EVAL_DIR}/test.patch`,
+          ].join(" && ");
+          const tp = await run(prep, c.apply_timeout);
+          if (tp.exitCode !== 0) {
+            throw new PolarError("evaluator", `instance.test_patch does not apply at instance.base_commit ${inst.base_commit} in ${c.repo_dir}: ${(tp.stderr || tp.stdout).slice(-800)}`, {
+              details: { field: "instance.test_patch", instance_id: inst.instance_id },
+            });
+          }
 
-        const directives = testDirectives(inst.test_patch, parserName);
-        const testScript = [
-          `cd ${q(c.repo_dir)}`,
-          `exec >${EVAL_DIR}/test_output.log 2>&1`,
-          `echo ${q(START_TEST_OUTPUT)}`,
-          `${testCmd} ${directives.map(q).join(" ")}`,
-          `rc=$?`,
-          `echo ${q(END_TEST_OUTPUT)}`,
-          `exit $rc`,
-        ].join("\n");
-        const t = await run(testScript, c.test_timeout);
-        const log = await rt.readFile(`${EVAL_DIR}/test_output.log`).then((b) => Buffer.from(b).toString("utf8"), () => t.stdout + t.stderr);
-        const logPath = input.artifactsDir ? await saveLog(input.artifactsDir, log) : null;
-        const common = { ...base, patch_exists: true, patch_successfully_applied: true, empty_generation: false, failed_apply_patch: false, test_command: testCmd, log_parser: parserName, test_output_path: logPath, test_output_tail: log.slice(-TAIL), test_exit_code: t.exitCode };
-        if (t.timedOut) {
-          return result(0, { ...common, resolved: false, test_timeout: true, resolution: "NO", tests_status: testsReport(new Map(), inst.FAIL_TO_PASS, inst.PASS_TO_PASS) });
+          const directives = testDirectives(inst.test_patch, parserName);
+          const testScript = [
+            `cd ${q(c.repo_dir)}`,
+            `exec >${EVAL_DIR}/test_output.log 2>&1`,
+            `echo ${q(START_TEST_OUTPUT)}`,
+            `${testCmd} ${directives.map(q).join(" ")}`,
+            `rc=$?`,
+            `echo ${q(END_TEST_OUTPUT)}`,
+            `exit $rc`,
+          ].join("\n");
+          const t = await run(testScript, c.test_timeout);
+          const log = await rt.readFile(`${EVAL_DIR}/test_output.log`).then((b) => Buffer.from(b).toString("utf8"), () => t.stdout + t.stderr);
+          const logPath = input.artifactsDir ? await saveLog(input.artifactsDir, log) : null;
+          const common = { ...base, patch_exists: true, patch_successfully_applied: true, empty_generation: false, failed_apply_patch: false, test_command: testCmd, log_parser: parserName, test_output_path: logPath, test_output_tail: log.slice(-TAIL), test_exit_code: t.exitCode };
+          if (t.timedOut) {
+            return result(0, { ...common, resolved: false, test_timeout: true, resolution: "NO", tests_status: testsReport(new Map(), inst.FAIL_TO_PASS, inst.PASS_TO_PASS) });
+          }
+          const problem = logProblem(log);
+          let sm = problem ? new Map() : parser(testOutput(log));
+          if (!problem && sm.size === 0) sm = parser(log); // SWE-bench's fallback: results printed outside the markers
+          const report: TestsStatus = testsReport(sm, inst.FAIL_TO_PASS, inst.PASS_TO_PASS);
+          const res = problem ? "NO" : resolution(report);
+          return result(res === "FULL" ? 1 : 0, { ...common, resolved: res === "FULL", test_timeout: false, resolution: res, tests_status: report, ...(problem ? { log_problem: problem } : {}) });
+        } finally {
+          // Best effort: a cancelled or stopped runtime has nothing left to clean.
+          await rt.exec(`rm -rf ${EVAL_DIR}`, { timeoutMs: 30_000, category: "eval" }).catch(() => undefined);
         }
-        const problem = logProblem(log);
-        let sm = problem ? new Map() : parser(testOutput(log));
-        if (!problem && sm.size === 0) sm = parser(log); // SWE-bench's fallback: results printed outside the markers
-        const report: TestsStatus = testsReport(sm, inst.FAIL_TO_PASS, inst.PASS_TO_PASS);
-        const res = problem ? "NO" : resolution(report);
-        return result(res === "FULL" ? 1 : 0, { ...common, resolved: res === "FULL", test_timeout: false, resolution: res, tests_status: report, ...(problem ? { log_problem: problem } : {}) });
       },
     };
   },
