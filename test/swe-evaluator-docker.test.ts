@@ -18,6 +18,9 @@ const GATEWAY = `gw-swe-eval-${process.pid}`;
 const evaluators = createEvaluatorRegistry();
 const q = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
 
+// Generous per-test timeouts: each case starts containers and runs git and pytest in them.
+const T = 240_000;
+
 describe.skipIf(missing !== undefined)("swebench_harness on Docker", () => {
   let proxy: FakeProxy;
   const dirs: string[] = [];
@@ -96,7 +99,7 @@ describe.skipIf(missing !== undefined)("swebench_harness on Docker", () => {
       expect(m.tests_status.PASS_TO_PASS).toEqual({ success: JSON.parse(instance.PASS_TO_PASS), failure: [] });
       expect(m.test_output_path).toMatch(/test_output\.log$/);
     }
-  });
+  }, T);
 
   it("the patch is git's diff of the agent's changes without debris; new files included, excluded paths listed", async () => {
     const edit = `${applyGold("textkit")} && mkdir -p textkit/__pycache__ notes && echo x > notes/todo.txt && printf 'X = 1\\n' > textkit/extra.py && echo junk > textkit/__pycache__/slug.cpython-311.pyc && echo c > .coverage`;
@@ -106,19 +109,19 @@ describe.skipIf(missing !== undefined)("swebench_harness on Docker", () => {
     expect(collected!.patch).not.toContain("__pycache__");
     expect(collected!.excluded.sort()).toEqual([".coverage", "notes/todo.txt"]);
     expect(m.resolution).toBe("FULL");
-  });
+  }, T);
 
   it("evaluating in the agent's own runtime (no refresh_runtime) resets it to the base commit first", async () => {
     const { r, m } = await grade("intervals", applyGold("intervals"), {}, { sameRuntime: true });
     expect([m.resolution, r.outcome_reward]).toEqual(["FULL", 1]);
-  });
+  }, T);
 
   it("empty patch → empty_generation, 0, nothing run", async () => {
     const { r, m } = await grade("textkit", "");
     expect(r.outcome_reward).toBe(0);
     expect(m).toMatchObject({ empty_generation: true, patch_exists: false, resolved: false, resolution: "NO" });
     expect(m.tests_status).toBeUndefined();
-  });
+  }, T);
 
   it("a patch that does not apply → failed_apply_patch, 0, after every SWE-bench fallback", async () => {
     const bad = "diff --git a/textkit/slug.py b/textkit/slug.py\n--- a/textkit/slug.py\n+++ b/textkit/slug.py\n@@ -1,3 +1,3 @@\n-this line is not there\n-nor this\n-nor that\n+x\n+y\n+z\n";
@@ -127,7 +130,7 @@ describe.skipIf(missing !== undefined)("swebench_harness on Docker", () => {
     expect(m).toMatchObject({ failed_apply_patch: true, patch_exists: true, patch_successfully_applied: false, resolved: false });
     expect(m.apply_output_tail).toContain("git apply");
     expect(m.apply_output_tail).toContain(">>>>> Patch Apply Failed");
-  });
+  }, T);
 
   it("a fix that breaks a PASS_TO_PASS test → NO, 0", async () => {
     // Collapses runs (both FAIL_TO_PASS pass) but drops the accent folding.
@@ -136,7 +139,7 @@ describe.skipIf(missing !== undefined)("swebench_harness on Docker", () => {
     expect([m.resolution, r.outcome_reward, m.resolved]).toEqual(["NO", 0, false]);
     expect(m.tests_status.FAIL_TO_PASS.failure).toEqual([]);
     expect(m.tests_status.PASS_TO_PASS.failure).toEqual(["tests/test_slug.py::test_unicode_accents"]);
-  });
+  }, T);
 
   it("a partial fix → PARTIAL, 0", async () => {
     // Runs collapse, but always into "-", so the custom separator test still fails.
@@ -144,7 +147,7 @@ describe.skipIf(missing !== undefined)("swebench_harness on Docker", () => {
     const { r, m } = await grade("textkit", edit);
     expect([m.resolution, r.outcome_reward]).toEqual(["PARTIAL", 0]);
     expect(m.tests_status.FAIL_TO_PASS).toEqual({ success: ["tests/test_slug.py::test_collapses_runs"], failure: ["tests/test_slug.py::test_custom_separator_collapsed"] });
-  });
+  }, T);
 
   it("a hanging test → test_timeout, 0, the test killed at test_timeout", async () => {
     const edit = `cd /testbed && sed -i 's/^    text = unicodedata.*$/    while True: pass/' textkit/slug.py`;
@@ -154,7 +157,7 @@ describe.skipIf(missing !== undefined)("swebench_harness on Docker", () => {
     expect(r.outcome_reward).toBe(0);
     expect(m).toMatchObject({ test_timeout: true, resolved: false, patch_successfully_applied: true });
     expect(m.tests_status.FAIL_TO_PASS.failure).toHaveLength(2);
-  });
+  }, T);
 
   it("the agent edits the tests to pass → not resolved: the test files are reset before the test patch", async () => {
     const edit = `cd /testbed && printf 'def test_collapses_runs():\\n    pass\\n\\n\\ndef test_custom_separator_collapsed():\\n    pass\\n' >> tests/test_slug.py && printf 'def test_touching_merged():\\n    pass\\n' > /dev/null`;
@@ -162,7 +165,7 @@ describe.skipIf(missing !== undefined)("swebench_harness on Docker", () => {
     expect(collected!.patch).toContain("tests/test_slug.py");
     expect([m.resolution, r.outcome_reward]).toEqual(["NO", 0]);
     expect(m.tests_status.FAIL_TO_PASS.failure).toEqual(JSON.parse(sweInstance("textkit").instance.FAIL_TO_PASS));
-  });
+  }, T);
 
   it("a test patch that does not apply fails the evaluation naming instance.test_patch", async () => {
     const { instance } = sweInstance("textkit");
@@ -173,5 +176,5 @@ describe.skipIf(missing !== undefined)("swebench_harness on Docker", () => {
     await expect(
       ev.evaluate({ trajectory: { status: "COMPLETED", metadata: {}, traces: [], error: null }, sessionId: "s", taskId: "t", agentResult: null, runtime: agent, env: {}, signal: new AbortController().signal, timeoutMs: 60_000 }),
     ).rejects.toThrow(/instance\.test_patch does not apply/);
-  });
+  }, T);
 });
