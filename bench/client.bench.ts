@@ -44,7 +44,7 @@ export async function run(): Promise<void> {
       agent: { harness: "shell", custom_shell: { command: `node ${JSON.stringify(CLIENT)}`, env: { TURNS: "1" } } },
       evaluator: { strategy: "session_completed" },
     });
-    const lat = { nats: [] as number[], http: [] as number[], poll: [] as number[] };
+    const lat = { nats: [] as number[], http: [] as number[], poll: [] as number[], supervisor: [] as number[], client: [] as number[] };
     for (let i = -2; i < GROUPS; i++) {
       const id = `bench-client-${i < 0 ? `warm${-i}` : i}`;
       const h = await nats.submit(task(id));
@@ -70,7 +70,15 @@ export async function run(): Promise<void> {
         const m = await jsm.streams.getMessage(STREAMS.results, { seq: s.result_seq! });
         last = Math.max(last, epochMs(m!.timestamp));
       }
+      // The supervisor's share: until its last trace of the group is on POLAR_TRACES.
+      let lastTrace = 0;
+      for (const s of gn.sessions) for (const m of s.traces) {
+        const sm = await jsm.streams.getMessage(STREAMS.traces, { seq: m.seq });
+        lastTrace = Math.max(lastTrace, epochMs(sm!.timestamp));
+      }
       if (i < 0) continue;
+      lat.supervisor.push(lastTrace - last);
+      lat.client.push(done.nats - lastTrace);
       lat.nats.push(done.nats - last);
       lat.http.push(done.http - last);
       lat.poll.push(done.poll - last);
@@ -78,6 +86,8 @@ export async function run(): Promise<void> {
     const fmt = (xs: number[]) => `p50 ${quantile(xs, 0.5).toFixed(1)} ms, p99 ${quantile(xs, 0.99).toFixed(1)} ms`;
     console.log(`last result published -> trainer has the full group (${GROUPS} groups of ${SAMPLES}, localhost):`);
     console.log(`  client over NATS:            ${fmt(lat.nats)}`);
+    console.log(`    of which the supervisor records the results and publishes the traces: ${fmt(lat.supervisor)}`);
+    console.log(`    and the client (last trace published -> group() resolved):             ${fmt(lat.client)}`);
     console.log(`  client over HTTP (SSE):      ${fmt(lat.http)}`);
     console.log(`  status polling every 500 ms: ${fmt(lat.poll)}  (p50 ratio vs NATS client ${(quantile(lat.poll, 0.5) / Math.max(0.1, quantile(lat.nats, 0.5))).toFixed(1)}x)`);
     await nats.close();

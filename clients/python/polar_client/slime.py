@@ -36,6 +36,15 @@ def slime_status(session_status: str, finish_reason: str | None) -> str:
     return "pending"
 
 
+def weight_versions(meta: dict[str, Any]) -> list[str]:
+    """The engine's own weight versions when it reported them, else polar's
+    policy versions the trace's completions were sampled under (min and max)."""
+    if meta.get("engine_weight_versions"):
+        return [str(v) for v in meta["engine_weight_versions"]]
+    versions = [meta[k] for k in ("policy_version_min", "policy_version_max") if isinstance(meta.get(k), int)]
+    return [str(v) for v in sorted(set(versions))]
+
+
 def _response_text(trace: dict[str, Any]) -> str:
     parts = []
     for m in trace.get("response_messages") or []:
@@ -68,7 +77,7 @@ def to_slime_samples(group: Group, group_index: int | None = 0, start_index: int
                 "label": None,
                 "reward": float(reward) if isinstance(reward, (int, float)) else s.reward,
                 "loss_mask": list(t.get("loss_mask") or []),
-                "weight_versions": [str(v) for v in meta.get("weight_versions", [])],
+                "weight_versions": weight_versions(meta),
                 "rollout_log_probs": t.get("response_logprobs"),
                 "rollout_routed_experts": None,
                 "remove_sample": False,

@@ -187,6 +187,7 @@ def test_slime_samples(stack):
             assert sample["rollout_log_probs"] == t["response_logprobs"]
             assert sample["prompt"] == t["prompt_messages"]
             assert sample["metadata"]["polar"]["advantage"] == s.advantage
+            assert sample["weight_versions"] == sorted({str(t["metadata"]["policy_version_min"]), str(t["metadata"]["policy_version_max"])})
         ok, failed = samples[:2], samples[2:]
         assert [x["status"] for x in ok] == ["completed", "completed"]
         assert all(x["loss_mask"] == [1] * x["response_length"] and x["reward"] == 1 for x in ok)
