@@ -37,6 +37,22 @@ const Gateway = z.strictObject({
   drain_timeout_seconds: z.number().positive().max(7 * 24 * 3600).default(300),
   default_runtime: z.record(z.string(), z.unknown()).default({ backend: "local" }),
   proxy: Proxy.default(() => Proxy.parse({})),
+  /** Remote-capable evaluations with refresh_runtime go to evaluator actors (false: evaluated in this gateway). */
+  remote_evaluation: z.boolean().default(true),
+  /** The evaluator actor the gateway hosts (remote evaluators of its pool). */
+  evaluator: z
+    .strictObject({ enabled: z.boolean().default(true), max_concurrency: z.number().int().min(1).max(256).default(2) })
+    .default({ enabled: true, max_concurrency: 2 }),
+});
+
+/** A standalone evaluator (`polar evaluator`). */
+const Evaluator = z.strictObject({
+  node_id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/).optional(),
+  pool: z.string().default("default"),
+  max_concurrency: z.number().int().min(1).max(256).default(2),
+  heartbeat_interval_ms: z.number().int().min(100).default(5000),
+  work_root: z.string().optional(),
+  tools_dir: z.string().optional(),
 });
 
 /** Security settings (see SECURITY.md). */
@@ -66,6 +82,7 @@ export const PolarConfig = z.strictObject({
     .default({ http_host: "127.0.0.1", http_port: 8080, result_grace_ms: 120_000 }),
   gateway: Gateway.default(() => Gateway.parse({})),
   security: Security.default(() => Security.parse({})),
+  evaluator: Evaluator.default(() => Evaluator.parse({})),
   infra: z
     .strictObject({
       dispatch_ack_wait_ms: z.number().int().min(500).default(30_000),
@@ -73,8 +90,10 @@ export const PolarConfig = z.strictObject({
       node_ttl_ms: z.number().int().min(1000).default(90_000),
       /** Copies of streams, KV buckets and the object store (JetStream allows 1 to 5; use 3 on a 3-node cluster). */
       replicas: z.number().int().min(1).max(5).default(1),
+      eval_ack_wait_ms: z.number().int().min(500).default(30_000),
+      eval_max_deliver: z.number().int().min(1).default(5),
     })
-    .default({ dispatch_ack_wait_ms: 30_000, max_deliver: 5, node_ttl_ms: 90_000, replicas: 1 }),
+    .default({ dispatch_ack_wait_ms: 30_000, max_deliver: 5, node_ttl_ms: 90_000, replicas: 1, eval_ack_wait_ms: 30_000, eval_max_deliver: 5 }),
 });
 export type PolarConfig = z.infer<typeof PolarConfig>;
 
@@ -130,6 +149,8 @@ export function gatewayOptionsFrom(c: PolarConfig) {
       upstreamTimeoutMs: g.proxy.upstream_timeout_ms,
     },
     infra: infraOptionsFrom(c),
+    evaluator: g.evaluator.enabled ? { maxConcurrency: g.evaluator.max_concurrency } : (false as const),
+    remoteEvaluation: g.remote_evaluation,
     uploadRoots: c.security.upload_roots ? [...c.security.upload_roots] : undefined,
   };
 }
@@ -143,6 +164,26 @@ export function supervisorSecurityFrom(c: PolarConfig) {
   };
 }
 
+export function evaluatorOptionsFrom(c: PolarConfig) {
+  const e = c.evaluator;
+  return {
+    nodeId: e.node_id,
+    pool: e.pool,
+    maxConcurrency: e.max_concurrency,
+    heartbeatIntervalMs: e.heartbeat_interval_ms,
+    workRoot: e.work_root,
+    toolsDir: e.tools_dir,
+    infra: infraOptionsFrom(c),
+  };
+}
+
 export function infraOptionsFrom(c: PolarConfig) {
-  return { dispatchAckWaitMs: c.infra.dispatch_ack_wait_ms, maxDeliver: c.infra.max_deliver, nodeTtlMs: c.infra.node_ttl_ms, replicas: c.infra.replicas };
+  return {
+    dispatchAckWaitMs: c.infra.dispatch_ack_wait_ms,
+    maxDeliver: c.infra.max_deliver,
+    nodeTtlMs: c.infra.node_ttl_ms,
+    evalAckWaitMs: c.infra.eval_ack_wait_ms,
+    evalMaxDeliver: c.infra.eval_max_deliver,
+    replicas: c.infra.replicas,
+  };
 }

@@ -1,4 +1,5 @@
 import { Registry } from "../util/registry.ts";
+import { freshCommandFactory } from "./fresh-command.ts";
 import { harborFactory } from "./harbor.ts";
 import { sessionCompletedFactory } from "./session-completed.ts";
 import { swebenchHarnessFactory } from "./swebench/evaluator.ts";
@@ -12,5 +13,6 @@ export function createEvaluatorRegistry(): Registry<Evaluator, Record<string, ne
     commandEvaluatorFactory,
     swebenchHarnessFactory,
     harborFactory,
+    freshCommandFactory,
   ]);
 }

@@ -35,6 +35,11 @@ export interface EvaluateInput {
 export interface Evaluator {
   readonly name: string;
   /**
+   * Needs no live agent runtime: with `refresh_runtime`, POSTRUN takes what
+   * it needs (`collect`) and an evaluator actor evaluates in a fresh runtime.
+   */
+  readonly remote?: boolean;
+  /**
    * Takes what evaluation needs from the agent's runtime (e.g. the patch) so
    * that runtime can be released before evaluation runs elsewhere. The value
    * must be JSON-serialisable; it comes back as `EvaluateInput.collected`.

@@ -17,7 +17,7 @@ import {
 import { Kvm, type KV } from "@nats-io/kv";
 import { Objm, type ObjectStore } from "@nats-io/obj";
 import { natsAuthFromEnv, natsConnectOptions, type NatsAuth } from "../security/nats-auth.ts";
-import { BUCKETS, RESULTS_CONSUMER, STREAMS, SUBJECTS, dispatchConsumer } from "../protocol/subjects.ts";
+import { BUCKETS, RESULTS_CONSUMER, STREAMS, SUBJECTS, dispatchConsumer, evaluatorConsumer } from "../protocol/subjects.ts";
 
 export interface Infra {
   nc: NatsConnection;
@@ -41,6 +41,10 @@ export interface InfraOptions {
   nodeTtlMs?: number;
   /** Copies of every stream, KV bucket and the object store kept across a NATS cluster (1 on a single server; 3 or 5 on a cluster). */
   replicas?: number;
+  /** How long an evaluator may hold an evaluation request without `working()` before it is redelivered. */
+  evalAckWaitMs?: number;
+  /** Deliveries of an evaluation request before it is given up (the waiting gateway then hits its budget). */
+  evalMaxDeliver?: number;
 }
 
 export const DEFAULT_INFRA: Required<InfraOptions> = {
@@ -48,6 +52,8 @@ export const DEFAULT_INFRA: Required<InfraOptions> = {
   maxDeliver: 5,
   nodeTtlMs: 90_000,
   replicas: 1,
+  evalAckWaitMs: 30_000,
+  evalMaxDeliver: 5,
 };
 
 /** Server URLs from a list or a comma-separated string (`nats://a:4222,nats://b:4222`). */
@@ -125,6 +131,20 @@ export function ensureDispatchConsumer(jsm: JetStreamManager, pool: string, opts
   });
 }
 
+/** The work-queue consumer all evaluators of a pool share. */
+export function ensureEvaluatorConsumer(jsm: JetStreamManager, pool: string, opts: InfraOptions = {}): Promise<string> {
+  const o = { ...DEFAULT_INFRA, ...opts };
+  return ensureConsumer(jsm, STREAMS.evals, {
+    durable_name: evaluatorConsumer(pool),
+    ack_policy: AckPolicy.Explicit,
+    ack_wait: nanos(o.evalAckWaitMs),
+    max_deliver: o.evalMaxDeliver,
+    filter_subject: SUBJECTS.evalRequest(pool),
+    deliver_policy: DeliverPolicy.All,
+    max_ack_pending: -1,
+  });
+}
+
 export function ensureResultsConsumer(jsm: JetStreamManager): Promise<string> {
   return ensureConsumer(jsm, STREAMS.results, {
     durable_name: RESULTS_CONSUMER,
@@ -139,6 +159,9 @@ const STREAM_DEFS = [
   { name: STREAMS.sessions, subjects: [SUBJECTS.streamSubjects.sessions], retention: RetentionPolicy.Workqueue },
   { name: STREAMS.results, subjects: [SUBJECTS.streamSubjects.results], retention: RetentionPolicy.Limits },
   { name: STREAMS.traces, subjects: [SUBJECTS.streamSubjects.traces], retention: RetentionPolicy.Limits },
+  { name: STREAMS.evals, subjects: [SUBJECTS.streamSubjects.evals], retention: RetentionPolicy.Workqueue },
+  // A result is read once by the waiting gateway; a day bounds what a gateway that died leaves behind.
+  { name: STREAMS.evalResults, subjects: [SUBJECTS.streamSubjects.evalResults], retention: RetentionPolicy.Limits, max_age: nanos(24 * 3600_000) },
 ];
 
 export async function openInfra(nc: NatsConnection, opts: InfraOptions = {}): Promise<Infra> {

@@ -401,6 +401,8 @@ export const SessionTiming = z.strictObject({
   agent_postprocess_ms: ms,
   build_ms: ms,
   eval_ms: ms,
+  /** Of eval_ms: time POSTRUN waited for an evaluator actor (its worker released meanwhile). */
+  eval_wait_ms: ms,
   postrun_exec_ms: ms,
   runtime_stop_ms: ms,
   e2e_ms: ms,
@@ -498,6 +500,8 @@ export const NodeStageMetrics = z.object({
   run_inflight: z.number().int().min(0).default(0),
   postrun_queue_depth: z.number().int().min(0).default(0),
   postrun_inflight: z.number().int().min(0).default(0),
+  /** Sessions whose POSTRUN waits for an evaluator actor (holding no POSTRUN worker). */
+  eval_waiting: z.number().int().min(0).default(0),
 });
 export type NodeStageMetrics = z.infer<typeof NodeStageMetrics>;
 
@@ -513,6 +517,8 @@ export const NodeMetrics = NodeStageMetrics.extend({
 export type NodeMetrics = z.infer<typeof NodeMetrics>;
 
 export const NodeRegistration = z.object({
+  /** Entries of `polar_nodes` are gateways or evaluators (see EvaluatorNodeInfo). */
+  kind: z.literal("gateway").optional(),
   node_id: z.string().min(1),
   gateway_url: z.string(),
   max_init_workers: z.number().int().min(1),
@@ -542,6 +548,86 @@ export const GatewayNodeInfo = NodeRegistration.extend({
 });
 export type GatewayNodeInfo = z.infer<typeof GatewayNodeInfo>;
 
+// ---------------------------------------------------------------- evaluator actors
+
+export const EvaluatorMetrics = z.object({
+  inflight: z.number().int().min(0).default(0),
+  completed: z.number().int().min(0).default(0),
+  failed: z.number().int().min(0).default(0),
+  /** Requests taken over from an evaluator that died (delivered more than once). */
+  redelivered: z.number().int().min(0).default(0),
+  /** Requests whose budget had run out before evaluation started. */
+  expired: z.number().int().min(0).default(0),
+  eval_ms_total: z.number().min(0).default(0),
+});
+export type EvaluatorMetrics = z.infer<typeof EvaluatorMetrics>;
+
+export const EvaluatorNodeInfo = z.object({
+  kind: z.literal("evaluator"),
+  node_id: z.string().min(1),
+  pool: z.string().default("default"),
+  max_concurrency: z.number().int().min(1),
+  /** The gateway this evaluator runs inside, or null for a standalone `polar evaluator`. */
+  hosted_by: z.string().nullable().default(null),
+  host: z.string().default(""),
+  heartbeat_interval_seconds: z.number().positive().default(30),
+  started_at: z.string().optional(),
+  metrics: EvaluatorMetrics.default(EvaluatorMetrics.parse({})),
+  healthy: z.boolean(),
+  draining: z.boolean().default(false),
+  last_heartbeat: z.string(),
+});
+export type EvaluatorNodeInfo = z.infer<typeof EvaluatorNodeInfo>;
+
+/** POSTRUN → evaluators (`polar.eval.request.<pool>`, work queue): evaluate one session attempt. */
+export const EvalRequest = z.object({
+  session_id: Id,
+  task_id: Id,
+  attempt: z.number().int().min(1).max(1000),
+  /** The gateway waiting for the result. */
+  node_id: z.string().min(1).max(128),
+  evaluator: EvaluatorSpec,
+  /** The session's runtime spec: the evaluator starts a fresh runtime of it. */
+  runtime: RuntimeSpec,
+  /** What the evaluator took from the agent's runtime (e.g. the patch). */
+  collected: z.unknown().default(null),
+  trajectory_status: TrajectoryStatus,
+  agent_result: AgentRunResult.nullable().default(null),
+  /** The session budget bounds the evaluation: past this instant nobody waits for it. */
+  deadline_at: z.iso.datetime({ offset: true }),
+  created_at: z.iso.datetime({ offset: true }),
+});
+export type EvalRequest = z.infer<typeof EvalRequest>;
+
+export const EvalTiming = z.object({
+  eval_container_start_ms: z.number().min(0).default(0),
+  eval_prepare_ms: z.number().min(0).default(0),
+  eval_runtime_stop_ms: z.number().min(0).default(0),
+  /** Published → picked up by an evaluator. */
+  eval_queue_ms: z.number().min(0).default(0),
+  eval_ms: z.number().min(0).default(0),
+});
+export type EvalTiming = z.infer<typeof EvalTiming>;
+
+/** Evaluator → POSTRUN (`polar.eval.result.<session_id>`, kept on POLAR_EVAL_RESULTS). */
+export const EvalReply = z.object({
+  session_id: Id,
+  task_id: Id,
+  attempt: z.number().int().min(1).max(1000),
+  evaluator_node_id: z.string().min(1).max(128),
+  /** How many times the request was delivered (more than 1: an evaluator died on it). */
+  delivery_count: z.number().int().min(1).default(1),
+  result: EvalResult.nullable().default(null),
+  /** Set instead of `result` when evaluation failed; `code` is from the error catalogue. */
+  error: z
+    .object({ code: z.string().min(1).max(64), message: z.string().max(16_384), retryable: z.boolean().default(false) })
+    .nullable()
+    .default(null),
+  timing: EvalTiming.default(EvalTiming.parse({})),
+  finished_at: z.string(),
+});
+export type EvalReply = z.infer<typeof EvalReply>;
+
 // ---------------------------------------------------------------- API envelopes
 
 export const TaskRef = z.object({ task_id: Id });
@@ -553,6 +639,10 @@ export const SystemStatus = z.object({
   pending_sessions: z.number().int(),
   running_tasks: z.number().int(),
   nodes: z.array(GatewayNodeInfo),
+  /** Extension: evaluator actors (standalone and hosted by gateways). */
+  evaluators: z.array(EvaluatorNodeInfo).default([]),
+  /** Extension: evaluation requests waiting on POLAR_EVALS. */
+  pending_evaluations: z.number().int().min(0).default(0),
 });
 export type SystemStatus = z.infer<typeof SystemStatus>;
 

@@ -43,6 +43,10 @@ export const STREAMS = {
   sessions: "POLAR_SESSIONS",
   results: "POLAR_RESULTS",
   traces: "POLAR_TRACES",
+  /** Work queue of evaluation requests (evaluator actors). */
+  evals: "POLAR_EVALS",
+  /** Evaluation results, kept for a while so a gateway that subscribes late still finds its result. */
+  evalResults: "POLAR_EVAL_RESULTS",
 } as const;
 
 export const BUCKETS = {
@@ -88,6 +92,8 @@ export const SUBJECTS = {
     sessions: "polar.session.dispatch.>",
     results: "polar.session.result.>",
     traces: "polar.trace.>",
+    evals: "polar.eval.request.>",
+    evalResults: "polar.eval.result.>",
   },
   dispatch: (pool: string) => `polar.session.dispatch.${assertToken("pool", pool)}`,
   result: (taskId: string) => `polar.session.result.${idToken("task_id", taskId)}`,
@@ -105,6 +111,10 @@ export const SUBJECTS = {
   sessionCancelAll: "polar.session.cancel.*",
   /** Gateway control: pause/resume this node's upstream calls (request/reply, one node). */
   nodeInference: (nodeId: string) => `polar.node.inference.${assertToken("node_id", nodeId)}`,
+  /** An evaluation request for the evaluators of a pool (work queue). */
+  evalRequest: (pool: string) => `polar.eval.request.${assertToken("pool", pool)}`,
+  /** The EvalReply of a session's evaluation (every attempt of the session, told apart by `attempt`). */
+  evalResult: (sessionId: string) => `polar.eval.result.${idToken("session_id", sessionId)}`,
   event: (kind: EventKind) => `polar.event.${kind}`,
   eventAll: "polar.event.>",
 } as const;
@@ -120,6 +130,11 @@ export type EventKind =
 /** Durable pull consumer that all gateways of a pool share. */
 export function dispatchConsumer(pool: string): string {
   return `polar-gateways-${assertToken("pool", pool)}`;
+}
+
+/** Durable pull consumer that all evaluators of a pool share. */
+export function evaluatorConsumer(pool: string): string {
+  return `polar-evaluators-${assertToken("pool", pool)}`;
 }
 
 export const RESULTS_CONSUMER = "polar-supervisor";

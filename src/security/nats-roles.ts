@@ -107,11 +107,15 @@ export const ROLE_PERMISSIONS: Record<Role, RolePermissions> = {
         "$JS.API.CONSUMER.DURABLE.CREATE.POLAR_EVALS.>",
         "$JS.API.CONSUMER.MSG.NEXT.POLAR_EVALS.>",
         "$JS.ACK.POLAR_EVALS.>",
+        // Its registration and heartbeat in polar_nodes; large replies go through the object store.
+        `$KV.${BUCKETS.nodes}.>`,
+        `$O.${BUCKETS.blobs}.>`,
         ...readStream(OBJ_BLOBS),
       ],
       deny: DESTRUCTIVE,
     },
-    subscribe: { allow: ["_INBOX.>", "polar.eval.>"] },
+    // Session cancellations stop the session's evaluation.
+    subscribe: { allow: ["_INBOX.>", "polar.eval.>", "polar.session.cancel.*"] },
     allow_responses: true,
   },
   trainer: {

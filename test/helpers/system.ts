@@ -13,7 +13,7 @@ import { startSim, type SimHandle } from "../../src/sim/server.ts";
 import { silentLogger, createLogger } from "../../src/util/log.ts";
 import { startRecordingUpstream, type RecordingUpstream } from "./recording-upstream.ts";
 
-export const TEST_INFRA: InfraOptions = { dispatchAckWaitMs: 2500, maxDeliver: 5, nodeTtlMs: 10_000 };
+export const TEST_INFRA: InfraOptions = { dispatchAckWaitMs: 2500, maxDeliver: 5, nodeTtlMs: 10_000, evalAckWaitMs: 2500 };
 
 const log = process.env.POLAR_TEST_LOG ? createLogger({ level: process.env.POLAR_TEST_LOG }) : silentLogger();
 

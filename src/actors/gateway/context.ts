@@ -8,6 +8,7 @@ import type { Harness, HarnessDeps } from "../../harnesses/types.ts";
 import type { Runtime, RuntimeContext } from "../../runtimes/types.ts";
 import type { Registry } from "../../util/registry.ts";
 import type { CaptureRegistry } from "./capture.ts";
+import type { RemoteEvaluator } from "./remote-eval.ts";
 
 export interface GatewayRegistries {
   builders: Registry<TrajectoryBuilder, BuilderDeps>;
@@ -28,6 +29,8 @@ export interface GatewayContext {
   keepSessionDirs: boolean;
   /** Host directories uploads (prepare, skills) may come from. */
   uploadRoots: readonly string[];
+  /** Evaluator actors of the gateway's pool, reached through POLAR_EVALS (for remote evaluators). */
+  remoteEval?: RemoteEvaluator;
   builderDeps(): BuilderDeps;
   emit(kind: EventKind, body: unknown): void;
   /** The policy version in force now (the proxy gate's). */

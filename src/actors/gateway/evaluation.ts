@@ -6,7 +6,7 @@
  * actor replaces the in-process call.
  */
 import { errorMessage, PolarError } from "../../protocol/errors.ts";
-import type { AgentRunResult, EvalResult, SessionDispatch, Trajectory } from "../../protocol/schemas.ts";
+import type { AgentRunResult, EvalResult, SessionDispatch, SessionTiming, Trajectory } from "../../protocol/schemas.ts";
 import type { Runtime } from "../../runtimes/types.ts";
 import { budgeted } from "./budget.ts";
 import type { GatewayContext } from "./context.ts";
@@ -30,6 +30,11 @@ export interface EvaluationRequest {
   artifactsDir?: string;
   signal: AbortSignal;
   timeoutMs: number;
+  attempt: number;
+  /** Eval timing fields an evaluation measures (fresh runtime start, waiting for an evaluator actor). */
+  timing: Partial<SessionTiming>;
+  /** Releases the agent's runtime (once what the evaluator needs has been collected from it). */
+  release?: () => Promise<void>;
 }
 
 /** Scores a trajectory; rejects with a `timeout` PolarError when the budget runs out. */

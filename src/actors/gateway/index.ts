@@ -34,6 +34,8 @@ import { InferenceGate } from "../../proxy/gate.ts";
 import { readControl } from "../../nats/control-state.ts";
 import type { EnginePauseKind } from "./engine-pause.ts";
 import { startInferenceControl } from "./inference.ts";
+import { startEvaluator, type EvaluatorHandle } from "../evaluator/index.ts";
+import { remoteEvaluator } from "./remote-eval.ts";
 
 export interface GatewayDeps {
   nc: NatsConnection;
@@ -61,6 +63,13 @@ export interface GatewayOptions {
   drainTimeoutMs?: number;
   /** Also pause/resume the engines themselves on weight sync (default none). */
   enginePause?: EnginePauseKind;
+  /** The evaluator actor the gateway hosts (node id `<node id>-ev`); `false`: none. Default: 2 at once. */
+  evaluator?: false | { maxConcurrency?: number };
+  /**
+   * Send remote-capable evaluations with `refresh_runtime` to the pool's evaluator actors (default);
+   * `false`: evaluate them here, in a fresh runtime warmed up while the agent runs.
+   */
+  remoteEvaluation?: boolean;
 }
 
 export interface GatewayHandle extends ActorHandle {
@@ -77,6 +86,8 @@ export interface GatewayHandle extends ActorHandle {
   drain(timeoutMs?: number): Promise<void>;
   /** The proxy's inference gate (paused or not, policy version, held calls). */
   readonly gate: InferenceGate;
+  /** The hosted evaluator actor, unless disabled. */
+  readonly evaluator?: EvaluatorHandle;
 }
 
 function cancelReason(data: Uint8Array): string {
@@ -152,6 +163,7 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
     toolsDir: opts.toolsDir ?? (existsSync(toolsDir()) ? toolsDir() : undefined),
     keepSessionDirs: opts.keepSessionDirs ?? false,
     uploadRoots: opts.uploadRoots ?? DEFAULT_UPLOAD_ROOTS,
+    remoteEval: opts.remoteEvaluation === false ? undefined : remoteEvaluator(infra, pool, log),
     builderDeps: () => ({ tokenizer: (tokenizer ??= qwen3Tokenizer()) }),
     emit,
     policyVersion: () => gate.policyVersion,
@@ -239,6 +251,20 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
   // A gateway that lost NATS for good cannot ack: its sessions will run elsewhere, so stop them here.
   void deps.nc.closed().then(() => pipeline.cancelAll("gateway lost its NATS connection", true));
 
+  const evaluator =
+    opts.evaluator === false
+      ? undefined
+      : await startEvaluator(deps, {
+          nodeId: `${nodeId}-ev`,
+          pool,
+          hostedBy: nodeId,
+          maxConcurrency: opts.evaluator?.maxConcurrency,
+          heartbeatIntervalMs: heartbeatMs,
+          workRoot: join(workRoot, "evaluator"),
+          toolsDir: g.toolsDir,
+          infra: infraOpts,
+        });
+
   const abort = new AbortController();
   const stopPulling = () => {
     stopping = true;
@@ -262,10 +288,12 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
   log.info({ proxy: proxy.url, pool, limits }, "gateway started");
 
   const handle = actorHandle(
-    { nodeId, proxyUrl: proxy.url, metrics: nodeMetrics, prometheus: () => metrics.registry.metrics(), pipeline, drain: (ms?: number) => drainer.drain(ms), gate },
+    { nodeId, proxyUrl: proxy.url, metrics: nodeMetrics, prometheus: () => metrics.registry.metrics(), pipeline, drain: (ms?: number) => drainer.drain(ms), gate, evaluator },
     [
       stopPulling,
       () => pulling,
+      // Its evaluations go back to the queue for the pool's other evaluators.
+      () => evaluator?.stop(),
       () => beat(),
       () => pipeline.cancelAll("gateway stopping", true),
       () => pipeline.settle(),

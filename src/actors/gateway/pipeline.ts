@@ -22,6 +22,7 @@ import type { TaskStore } from "../supervisor/task-store.ts";
 import type { GatewayContext } from "./context.ts";
 import { SessionAttempt } from "./session.ts";
 import { Stage } from "./stage.ts";
+import { evaluateWithActors } from "./remote-eval.ts";
 
 export interface StageLimits {
   maxInitWorkers: number;
@@ -37,10 +38,16 @@ export interface StageLimits {
   keepAliveMs: number;
 }
 
+interface Hold {
+  release?: () => void;
+}
+
 export class Pipeline {
   readonly #init: Stage;
   readonly #run: Stage;
   readonly #post: Stage;
+  /** Sessions whose POSTRUN waits for an evaluator actor, their POSTRUN worker released. */
+  #evalWaiting = 0;
   readonly #sessions = new Map<string, SessionAttempt>();
   readonly #inflight = new Set<Promise<void>>();
 
@@ -64,6 +71,7 @@ export class Pipeline {
       run_inflight: this.#run.inflight,
       postrun_queue_depth: this.#post.depth,
       postrun_inflight: this.#post.inflight,
+      eval_waiting: this.#evalWaiting,
     };
   }
 
@@ -118,10 +126,15 @@ export class Pipeline {
     try {
       const dispatch = await this.#decode(msg);
       if (!dispatch) return;
-      const session = new SessionAttempt(dispatch, msg.info.deliveryCount, this.g);
+      /** The stage worker the session holds (POSTRUN lets go of it while an evaluator actor works). */
+      const hold: Hold = {};
+      const session = new SessionAttempt(dispatch, msg.info.deliveryCount, this.g, {
+        evaluate: evaluateWithActors((p) => this.#awayFromPostrun(hold, p)),
+        remoteEvaluation: this.g.remoteEval !== undefined,
+      });
       this.#sessions.set(session.id, session);
       try {
-        const result = await this.#stages(session);
+        const result = await this.#stages(session, hold);
         if (session.requeue) {
           msg.nak();
           return;
@@ -147,12 +160,12 @@ export class Pipeline {
    * it where they are. A session that failed or was cancelled goes straight to POSTRUN
    * (which tears it down and reports).
    */
-  async #stages(session: SessionAttempt): Promise<SessionResult> {
-    let held: (() => void) | undefined = await this.#init.enter();
+  async #stages(session: SessionAttempt, hold: Hold): Promise<SessionResult> {
+    hold.release = await this.#init.enter();
     /** Lets go of the current stage: called once the session has its place in the next one. */
     const handOff = () => {
-      const h = held;
-      held = undefined;
+      const h = hold.release;
+      hold.release = undefined;
       h?.();
     };
     try {
@@ -162,15 +175,33 @@ export class Pipeline {
       if (!session.failed) {
         const releaseRun = await this.#run.enter(session.abort.signal, handOff).catch(() => undefined); // cancelled while READY: POSTRUN reports it
         if (releaseRun) {
-          held = releaseRun;
+          hold.release = releaseRun;
           await session.run();
         }
       }
       const releasePost = await this.#post.enter(undefined, handOff);
-      held = releasePost;
+      hold.release = releasePost;
       return await session.postrun();
     } finally {
       handOff();
+    }
+  }
+
+  /**
+   * Awaits `p` (an evaluator actor's answer) with the session's POSTRUN worker
+   * released for other sessions, then takes a POSTRUN worker again.
+   */
+  async #awayFromPostrun<T>(hold: Hold, p: Promise<T>): Promise<T> {
+    const release = hold.release;
+    if (!release) return p;
+    hold.release = undefined;
+    release();
+    this.#evalWaiting++;
+    try {
+      return await p;
+    } finally {
+      this.#evalWaiting--;
+      hold.release = await this.#post.enter();
     }
   }
 

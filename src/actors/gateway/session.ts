@@ -17,7 +17,7 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "pino";
 import { errorMessage, PolarError } from "../../protocol/errors.ts";
-import type { AgentRunResult, SessionDispatch, SessionResult, SessionStatus, Trajectory } from "../../protocol/schemas.ts";
+import type { AgentRunResult, SessionDispatch, SessionResult, SessionStatus, SessionTiming, Trajectory } from "../../protocol/schemas.ts";
 import type { Runtime } from "../../runtimes/types.ts";
 import { attemptDir, initRuntime, runHarness, type RunScope } from "./agent-run.ts";
 import { monotonic, remainingMs, type Clock } from "./budget.ts";
@@ -37,6 +37,7 @@ import {
   type Marks,
 } from "./decide.ts";
 import { FreshEvalRuntime, prepareEvaluation } from "./eval-runtime.ts";
+import { routesToActors } from "./remote-eval.ts";
 import { evaluateTrajectory, type Evaluate } from "./evaluation.ts";
 import { maskIncomplete } from "./outcome.ts";
 
@@ -46,6 +47,8 @@ export interface AttemptOptions {
   evaluate?: Evaluate;
   /** The raw lease token of this attempt, carried on its result. */
   leaseToken?: string;
+  /** Remote-capable evaluations with `refresh_runtime` go to evaluator actors (no fresh runtime here then). */
+  remoteEvaluation?: boolean;
 }
 
 export class SessionAttempt {
@@ -65,6 +68,8 @@ export class SessionAttempt {
   #credential = "";
   #failure: Failure | null = null;
   #agent: AgentRunResult | null = null;
+  /** Eval timings the evaluation reports (they are not marks of this attempt). */
+  readonly #evalTiming: Partial<SessionTiming> = {};
 
   constructor(
     readonly dispatch: SessionDispatch,
@@ -153,7 +158,8 @@ export class SessionAttempt {
     this.#mark("runStart");
     if (this.failed || !this.#runtime) return;
     this.setStatus("RUNNING");
-    if (this.dispatch.evaluator?.refresh_runtime) (this.#fresh = new FreshEvalRuntime(this.#scope())).start();
+    const spec = this.dispatch.evaluator;
+    if (spec?.refresh_runtime && !(this.#opts.remoteEvaluation && routesToActors(this.#g, spec))) (this.#fresh = new FreshEvalRuntime(this.#scope())).start();
     this.#g.capture.setActive(this.id, true);
     try {
       this.#agent = await runHarness(this.#scope(), this.#runtime, this.#credential);
@@ -190,7 +196,7 @@ export class SessionAttempt {
       session,
       leaseToken: this.#opts.leaseToken,
     });
-    Object.assign(result.timing, this.#fresh?.timing());
+    Object.assign(result.timing, this.#fresh?.timing(), this.#evalTiming);
     return result;
   }
 
@@ -225,7 +231,20 @@ export class SessionAttempt {
       const artifactsDir = join(attemptDir(this.#g, this.id, this.attempt), "artifacts", "eval");
       return await evaluateTrajectory(
         this.#g,
-        { spec, trajectory, dispatch: this.dispatch, agent: this.#agent, ...hand, runtime: hand.agentRuntime, artifactsDir, signal: this.abort.signal, timeoutMs: timeoutMs() },
+        {
+          spec,
+          trajectory,
+          dispatch: this.dispatch,
+          agent: this.#agent,
+          ...hand,
+          runtime: hand.agentRuntime,
+          artifactsDir,
+          signal: this.abort.signal,
+          timeoutMs: timeoutMs(),
+          attempt: this.attempt,
+          timing: this.#evalTiming,
+          release,
+        },
         this.#opts.evaluate,
       );
     } finally {

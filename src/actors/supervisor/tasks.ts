@@ -9,6 +9,7 @@ import { validate } from "../../protocol/codec.ts";
 import { PolarError } from "../../protocol/errors.ts";
 import {
   CancelRequest,
+  EvaluatorNodeInfo,
   GatewayNodeInfo,
   SessionDispatch,
   SessionResult,
@@ -173,7 +174,27 @@ export class TaskService {
     } catch {
       pending = 0;
     }
-    return { pending_sessions: pending, running_tasks: running, nodes: await this.nodes() };
+    let pendingEvals = 0;
+    try {
+      pendingEvals = (await this.d.infra.jsm.streams.info(STREAMS.evals)).state.messages;
+    } catch {
+      pendingEvals = 0; // no evaluation was ever requested
+    }
+    return { pending_sessions: pending, running_tasks: running, nodes: await this.nodes(), evaluators: await this.evaluators(), pending_evaluations: pendingEvals };
+  }
+
+  /** Evaluator actors registered in `polar_nodes` (kind `evaluator`). */
+  async evaluators(): Promise<EvaluatorNodeInfo[]> {
+    const out: EvaluatorNodeInfo[] = [];
+    for await (const k of await this.d.infra.nodes.keys()) {
+      const e = await this.d.infra.nodes.get(k);
+      if (!e?.value?.length || e.operation !== "PUT") continue;
+      const r = EvaluatorNodeInfo.safeParse(decode(e.value));
+      if (!r.success) continue;
+      const age = Date.now() - Date.parse(r.data.last_heartbeat);
+      out.push({ ...r.data, healthy: age < 2.5 * r.data.heartbeat_interval_seconds * 1000 });
+    }
+    return out;
   }
 
   async nodes(): Promise<GatewayNodeInfo[]> {

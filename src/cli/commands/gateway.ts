@@ -20,7 +20,9 @@ export function register(program: Command): void {
     .option("--proxy-port <port>", "model proxy port (0: any free port)", Number)
     .option("--max-run <n>", "RUNNING stage workers", Number)
     .option("--drain-timeout <seconds>", "on SIGTERM/SIGINT or a drain request, how long held sessions may finish before they are requeued (default 300)", Number)
-    .action(async (o: { config?: string; nats?: string; nodeId?: string; pool?: string; upstream?: string[]; flavor?: "vllm" | "sglang"; proxyPort?: number; maxRun?: number; drainTimeout?: number }) => {
+    .option("--no-evaluator", "host no evaluator actor (remote evaluations then run on `polar evaluator` processes)")
+    .option("--max-evals <n>", "evaluations the hosted evaluator runs at once", Number)
+    .action(async (o: { config?: string; nats?: string; nodeId?: string; pool?: string; upstream?: string[]; flavor?: "vllm" | "sglang"; proxyPort?: number; maxRun?: number; drainTimeout?: number; evaluator: boolean; maxEvals?: number }) => {
       const config = await loadConfig(o.config);
       const opts = gatewayOptionsFrom(config);
       if (o.upstream) opts.proxy.upstreams = o.upstream;
@@ -35,8 +37,10 @@ export function register(program: Command): void {
       const log = createLogger();
       const url = await resolveNatsUrl(o.nats ?? config.nats_url);
       const nc = await connectNats(url, `polar-gateway-${o.nodeId ?? ""}`, config.security.nats_auth ?? (await resolveNatsAuth(url, "gateway")));
-      const gw = await startGateway({ nc, log, registries: createRegistries() }, { ...opts, nodeId: o.nodeId ?? opts.nodeId, pool: o.pool ?? opts.pool });
-      process.stdout.write(`gateway ${gw.nodeId}: proxy ${gw.proxyUrl}\n`);
+      const evaluator = !o.evaluator ? false : o.maxEvals ? { maxConcurrency: o.maxEvals } : opts.evaluator;
+      const gw = await startGateway({ nc, log, registries: createRegistries() }, { ...opts, evaluator, nodeId: o.nodeId ?? opts.nodeId, pool: o.pool ?? opts.pool });
+      process.stdout.write(`gateway ${gw.nodeId}: proxy ${gw.proxyUrl}${gw.evaluator ? `, evaluator ${gw.evaluator.nodeId}` : ""}
+`);
       // SIGTERM = drain (a drain request over NATS/HTTP does the same); a second signal requeues what is held and stops.
       const unwatch = watchSignals({
         first: (s) => {

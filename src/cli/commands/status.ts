@@ -28,7 +28,15 @@ export function register(program: Command): void {
         for (const n of s.nodes) {
           const m = n.metrics;
           process.stdout.write(
-            `  ${n.node_id} ${n.healthy ? "healthy" : "UNHEALTHY"}${n.draining ? " draining" : ""} pool=${n.pool} init=${m.init_inflight}/${n.max_init_workers} ready=${m.ready_depth} run=${m.run_inflight}/${n.max_run_workers} postrun=${m.postrun_inflight}/${n.max_postrun_workers} proxy=${n.gateway_url}\n`,
+            `  ${n.node_id} ${n.healthy ? "healthy" : "UNHEALTHY"}${n.draining ? " draining" : ""} pool=${n.pool} init=${m.init_inflight}/${n.max_init_workers} ready=${m.ready_depth} run=${m.run_inflight}/${n.max_run_workers} postrun=${m.postrun_inflight}/${n.max_postrun_workers} eval_waiting=${m.eval_waiting} proxy=${n.gateway_url}\n`,
+          );
+        }
+        const evs = s.evaluators ?? [];
+        process.stdout.write(`evaluators: ${evs.length} (pending evaluations: ${s.pending_evaluations ?? 0})\n`);
+        for (const e of evs) {
+          const m = e.metrics;
+          process.stdout.write(
+            `  ${e.node_id} ${e.healthy ? "healthy" : "UNHEALTHY"}${e.draining ? " draining" : ""} pool=${e.pool} ${e.hosted_by ? `in=${e.hosted_by}` : `host=${e.host}`} evaluating=${m.inflight}/${e.max_concurrency} completed=${m.completed} failed=${m.failed} redelivered=${m.redelivered} expired=${m.expired}\n`,
           );
         }
       } finally {

@@ -74,6 +74,7 @@ export const swebenchHarnessFactory: EvaluatorFactory = {
 
     return {
       name: "swebench_harness",
+      remote: true,
       collect,
       async evaluate(input): Promise<EvalResult> {
         const { env, signal } = input;
