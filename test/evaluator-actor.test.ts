@@ -96,7 +96,7 @@ describe("evaluator actors", () => {
     // Gateways and evaluators share polar_nodes but are listed apart.
     expect(st.nodes.map((n) => n.node_id)).toEqual(["gw-noeval"]);
     await procs.pop()!.stop();
-  });
+  }, 150_000);
 
   it("a request whose evaluator is killed mid-evaluation is evaluated by another", async () => {
     // Runtimes of an evaluator carry its node id: on ev-doomed the evaluation hangs, elsewhere it is quick.
@@ -116,7 +116,7 @@ describe("evaluator actors", () => {
     expect(evaluation(r)).toMatchObject({ outcome_reward: 1, evaluator_node_id: "ev-b", evaluator_delivery_count: 2 });
     const ev = (await request<SystemStatus>(sys.client, SUBJECTS.api.status, {})).evaluators.find((e) => e.node_id === "ev-b");
     expect(ev?.metrics).toMatchObject({ redelivered: 1 });
-  });
+  }, 150_000);
 
   it("with no evaluator for its pool, the session budget bounds the wait", async () => {
     await sys.startGateway({ nodeId: "gw-lonely", pool: "lonely", evaluator: false });

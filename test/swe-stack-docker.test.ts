@@ -17,6 +17,8 @@ import { startTestSystem, type TestSystem } from "./helpers/system.ts";
 const docker = new Dockerode();
 const missing = (await dockerUnavailable("swe-stack", docker)) ?? (await sweImagesMissing(docker));
 const NODE = `gw-swe-stack-${process.pid}`;
+/** A gateway that evaluates in process (no evaluator actors): its fresh runtime warms up beside the agent. */
+const LOCAL_NODE = `gw-swe-local-${process.pid}`;
 
 function taskFile(name: string): Record<string, any> {
   return JSON.parse(readFileSync(new URL(`../config/tasks/swe-${name}.json`, import.meta.url), "utf8"));
@@ -33,7 +35,7 @@ async function waitTask(sys: TestSystem, taskId: string, timeoutMs: number): Pro
 }
 
 const evaluation = (r: SessionResult) => r.trajectory.metadata.evaluation as Record<string, any>;
-const containersOf = async () => (await docker.listContainers({ all: true, filters: { label: [`polar.gateway=${NODE}`] } })).map((c) => c.Names[0]);
+const containersOf = async (node = NODE) => (await docker.listContainers({ all: true, filters: { label: [`polar.gateway=${node}`] } })).map((c) => c.Names[0]);
 
 describe.skipIf(missing !== undefined)("swebench_harness through the stack", () => {
   let sys: TestSystem;
@@ -43,6 +45,7 @@ describe.skipIf(missing !== undefined)("swebench_harness through the stack", () 
     sys = await startTestSystem({ playbookPath: "config/playbooks/swe.json" });
     await sys.startSupervisor();
     await sys.startGateway({ nodeId: NODE, workRoot: join(root, "work"), limits: { maxRunWorkers: 4, maxInitWorkers: 4, maxPostrunWorkers: 4 } });
+    await sys.startGateway({ nodeId: LOCAL_NODE, pool: "swe-local", workRoot: join(root, "work-local"), remoteEvaluation: false, evaluator: false });
   }, 120_000);
   afterAll(async () => {
     await sys?.stop();
@@ -59,9 +62,11 @@ describe.skipIf(missing !== undefined)("swebench_harness through the stack", () 
     const ev = evaluation(r);
     expect(ev).toMatchObject({ strategy: "swebench_harness", resolved: true, resolution: "FULL", outcome_reward: 1, patch_successfully_applied: true, log_parser: "django" });
     expect(ev.tests_status.FAIL_TO_PASS.success).toEqual(JSON.parse(sweInstance("durations").instance.FAIL_TO_PASS));
+    // Graded by the gateway's own evaluator actor, through POLAR_EVALS.
+    expect(ev).toMatchObject({ evaluator_node_id: `${NODE}-ev`, evaluator_delivery_count: 1 });
     expect(r.trajectory.traces.length).toBeGreaterThan(0);
     expect(r.trajectory.traces.every((t) => t.reward === 1)).toBe(true);
-    // The fresh runtime was started and prepared while the agent ran.
+    // The fresh runtime was started and prepared (on the evaluator).
     expect(r.timing.eval_container_start_ms).toBeGreaterThan(0);
     expect(r.timing.eval_runtime_validation_ms).toBe(r.timing.eval_container_start_ms);
     expect(r.timing.eval_prepare_ms).toBeGreaterThanOrEqual(0);
@@ -113,12 +118,12 @@ describe.skipIf(missing !== undefined)("swebench_harness through the stack", () 
 
   it("a cancel while the agent runs also removes the fresh evaluation runtime warming up beside it", async () => {
     const base = taskFile("intervals");
-    const task = { ...base, task_id: "swe-cancel", agent: { harness: "shell", custom_shell: { command: "sleep 120" } } };
+    const task = { ...base, task_id: "swe-cancel", pool: "swe-local", agent: { harness: "shell", custom_shell: { command: "sleep 120" } } };
     await request(sys.client, SUBJECTS.api.submit, task);
     const deadline = Date.now() + 120_000;
     let names: string[] = [];
     while (Date.now() < deadline && !(names.some((n) => n.endsWith("-eval")) && names.length === 2)) {
-      names = await containersOf();
+      names = await containersOf(LOCAL_NODE);
       await new Promise((r) => setTimeout(r, 200));
     }
     expect(names.filter((n) => n.endsWith("-eval"))).toHaveLength(1);
@@ -128,7 +133,7 @@ describe.skipIf(missing !== undefined)("swebench_harness through the stack", () 
     expect(st.results[0]!.error).toBe("session cancelled");
     // Both containers are removed as the session's teardown finishes.
     const gone = Date.now() + 30_000;
-    while (Date.now() < gone && (await containersOf()).length) await new Promise((r) => setTimeout(r, 200));
-    expect(await containersOf()).toEqual([]);
+    while (Date.now() < gone && (await containersOf(LOCAL_NODE)).length) await new Promise((r) => setTimeout(r, 200));
+    expect(await containersOf(LOCAL_NODE)).toEqual([]);
   }, 240_000);
 });
