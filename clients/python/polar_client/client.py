@@ -76,18 +76,19 @@ class PolarClient:
         self._t = transport
 
     @classmethod
-    async def connect(cls, nats: str | None = None, api: str | None = None, timeout: float = 30.0) -> "PolarClient":
-        """Over NATS (``nats="nats://host:4222"``; needs nats-py) or the HTTP API only
-        (``api="http://host:port"``; standard library only)."""
+    async def connect(cls, nats: str | None = None, api: str | None = None, timeout: float = 30.0, auth: dict | None = None, token: str | None = None) -> "PolarClient":
+        """Over NATS (``nats="nats://host:4222"``; needs nats-py; ``auth={"user", "password"}``
+        or ``{"token"}`` or ``{"creds_file"}``, default from POLAR_NATS_*) or the HTTP API only
+        (``api="http://host:port"``; standard library only; ``token`` default POLAR_API_TOKEN)."""
         if (nats is None) == (api is None):
             raise TypeError("PolarClient.connect needs exactly one of nats= or api=")
         if nats is not None:
             from .nats_transport import NatsTransport  # imported here so the HTTP path needs no nats-py
 
-            return cls(await NatsTransport.connect(nats, timeout))
+            return cls(await NatsTransport.connect(nats, timeout, auth=auth))
         from .http_transport import HttpTransport
 
-        return cls(HttpTransport(api, timeout))
+        return cls(HttpTransport(api, timeout, token))
 
     async def submit(self, task: dict[str, Any]) -> TaskHandle:
         """Submits a TaskRequest; a bad one raises PolarError(code="validation") naming every bad field."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import os
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -18,8 +19,10 @@ MAX_RECONNECTS = 10
 
 
 class HttpTransport:
-    def __init__(self, api: str, timeout: float = 30.0):
+    def __init__(self, api: str, timeout: float = 30.0, token: str | None = None):
         self.base = api.rstrip("/")
+        token = token if token is not None else os.environ.get("POLAR_API_TOKEN")
+        self._auth = {"authorization": f"Bearer {token}"} if token else {}
         self.timeout = timeout
         u = urllib.parse.urlsplit(self.base)
         self._host, self._port, self._prefix = u.hostname or "127.0.0.1", u.port or (443 if u.scheme == "https" else 80), u.path
@@ -27,7 +30,7 @@ class HttpTransport:
 
     def _json_sync(self, method: str, path: str, body: Any = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(f"{self.base}{path}", data=data, method=method, headers={"content-type": "application/json"} if data else {})
+        req = urllib.request.Request(f"{self.base}{path}", data=data, method=method, headers={**self._auth, "content-type": "application/json"} if data else dict(self._auth))
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as res:
                 return json.loads(res.read() or b"{}")
@@ -62,7 +65,7 @@ class HttpTransport:
 
     def _open(self, path: str):
         conn = (http.client.HTTPSConnection if self._https else http.client.HTTPConnection)(self._host, self._port, timeout=self.timeout)
-        conn.request("GET", self._prefix + path, headers={"accept": "text/event-stream"})
+        conn.request("GET", self._prefix + path, headers={**self._auth, "accept": "text/event-stream"})
         return conn, conn.getresponse()
 
     async def _events(self, task_id: str, what: str, kind: str, from_seq, key) -> AsyncIterator[dict]:

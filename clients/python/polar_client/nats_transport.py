@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 import asyncio
+import os
 
 import nats
 from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
@@ -14,6 +15,25 @@ from .nats_streams import TaskStreams
 from .subjects import API_CANCEL, API_GET, API_INFERENCE_PAUSE, API_INFERENCE_RESUME, API_SUBMIT, HEADER_CONTENT_TYPE, MSGPACK
 
 
+def nats_auth(auth: dict | None) -> dict:
+    """nats-py connect options from ``{user, password}``, ``{token}`` or ``{creds_file}``;
+    without ``auth``, from POLAR_NATS_USER/_PASSWORD/_TOKEN/_CREDS (as the CLI)."""
+    a = auth if auth is not None else {
+        "user": os.environ.get("POLAR_NATS_USER"),
+        "password": os.environ.get("POLAR_NATS_PASSWORD"),
+        "token": os.environ.get("POLAR_NATS_TOKEN"),
+        "creds_file": os.environ.get("POLAR_NATS_CREDS"),
+    }
+    out: dict = {}
+    if a.get("user"):
+        out["user"], out["password"] = a["user"], a.get("password") or ""
+    if a.get("token"):
+        out["token"] = a["token"]
+    if a.get("creds_file"):
+        out["user_credentials"] = a["creds_file"]
+    return out
+
+
 class NatsTransport:
     def __init__(self, nc, timeout: float = 30.0, owned: bool = True):
         self.nc = nc
@@ -22,11 +42,12 @@ class NatsTransport:
         self.streams = TaskStreams(nc)
 
     @classmethod
-    async def connect(cls, servers: str, timeout: float = 30.0, name: str = "polar-client-py", connect_timeout: float = 5.0) -> "NatsTransport":
+    async def connect(cls, servers: str, timeout: float = 30.0, name: str = "polar-client-py", connect_timeout: float = 5.0, auth: dict | None = None) -> "NatsTransport":
         # Reconnects forever once connected; the first connect is bounded (nats-py would retry it forever too).
+        creds = nats_auth(auth)
         try:
             nc = await asyncio.wait_for(
-                nats.connect(servers, name=name, max_reconnect_attempts=-1, reconnect_time_wait=0.25, connect_timeout=2),
+                nats.connect(servers, name=name, max_reconnect_attempts=-1, reconnect_time_wait=0.25, connect_timeout=2, **creds),
                 connect_timeout,
             )
         except Exception as err:  # nats-py raises several types for an unreachable server; wait_for a TimeoutError

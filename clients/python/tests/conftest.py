@@ -20,11 +20,14 @@ CHAT_CLIENT = ROOT / "config" / "examples" / "chat-client.mjs"
 
 
 @pytest.fixture(scope="session")
-def stack():
-    """Starts `node bin/polar.js up --http-port 0` and yields its URLs."""
+def stack(tmp_path_factory):
+    """Starts `node bin/polar.js up --http-port 0` and yields its URLs; the
+    trainer's NATS credentials from its state file go into POLAR_NATS_USER/_PASSWORD."""
+    state = tmp_path_factory.mktemp("polar-up") / "up.json"
     proc = subprocess.Popen(
         ["node", str(ROOT / "bin" / "polar.js"), "up", "--http-port", "0", "--log-level", "warn"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "POLAR_STATE_FILE": str(state)},
     )
     urls: dict[str, str] = {}
     lines: list[str] = []
@@ -42,6 +45,10 @@ def stack():
     if set(urls) != {"nats", "api"}:
         proc.kill()
         raise RuntimeError("polar up did not start:\n" + "".join(lines))
+    trainer = (json.loads(state.read_text()).get("nats_credentials") or {}).get("trainer") or {}
+    for k, env in (("user", "POLAR_NATS_USER"), ("password", "POLAR_NATS_PASSWORD"), ("token", "POLAR_NATS_TOKEN")):
+        if trainer.get(k):
+            os.environ[env] = trainer[k]
     # Keep draining its output so the child never blocks on a full pipe.
     threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
     yield urls

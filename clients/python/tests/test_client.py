@@ -17,7 +17,7 @@ from conftest import TcpProxy, shell_task
 
 
 def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, 120))
+    return asyncio.run(asyncio.wait_for(coro, 300))  # generous: CI machines may be heavily shared
 
 
 def key(m):
