@@ -21,10 +21,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -206,7 +208,9 @@ class Stack:
     def __init__(self, max_run: int = 16):
         cmd = ["node", str(ROOT / "bin" / "polar.js"), "up", "--http-port", "0", "--log-level", "warn", "--policy", "learnable",
                "--playbook", str(PLAYBOOK), "--max-run", str(max_run)]
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.state = Path(tempfile.mkdtemp(prefix="polar-grpo-")) / "up.json"
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     env={**os.environ, "POLAR_STATE_FILE": str(self.state)})
         self.urls: dict[str, str] = {}
         lines = []
         deadline = time.time() + 120
@@ -223,6 +227,11 @@ class Stack:
         if set(self.urls) != {"nats", "sim"}:
             self.stop()
             raise RuntimeError("polar up did not start:\n" + "".join(lines))
+        # The trainer's NATS credentials (polar up writes them to its state file); the client reads POLAR_NATS_*.
+        trainer = (json.loads(self.state.read_text()).get("nats_credentials") or {}).get("trainer") or {} if self.state.exists() else {}
+        for k, env in (("user", "POLAR_NATS_USER"), ("password", "POLAR_NATS_PASSWORD"), ("token", "POLAR_NATS_TOKEN")):
+            if trainer.get(k):
+                os.environ[env] = trainer[k]
         threading.Thread(target=lambda: [None for _ in self.proc.stdout], daemon=True).start()
 
     def stop(self) -> None:
