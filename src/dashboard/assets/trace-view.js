@@ -3,6 +3,8 @@
 import { esc, logprobColor } from "./charts.js";
 
 const CHUNK = 1000;
+/** Chunks rendered at once; the rest follow in idle slices so the page stays responsive. */
+const FIRST_CHUNKS = 3;
 
 export function renderSession(root, s) {
   const rows = [
@@ -18,11 +20,17 @@ export function renderSession(root, s) {
     s.traces.map((t) => traceCard(t)).join(""),
   ];
   root.innerHTML = rows.join("");
+  const rest = [];
   for (const t of s.traces) {
     const card = root.querySelector(`[data-trace="${t.index}"]`);
+    const chunks = tokenChunks(t);
+    const box = card.querySelector(".tokens");
+    box.innerHTML = chunks.slice(0, FIRST_CHUNKS).join("");
+    for (const c of chunks.slice(FIRST_CHUNKS)) rest.push([box, c]);
     drawHeat(card.querySelector("canvas"), t);
     hookHover(card, t);
   }
+  appendIdle(root, rest);
   root.querySelector("#download").onclick = () => download(s);
 }
 
@@ -39,10 +47,34 @@ function traceCard(t) {
     `<span class="muted">${t.prompt_ids.length} prompt + ${t.response_ids.length} response tokens, ${t.loss_mask.filter((m) => m === 1).length} trained</span>`,
     t.finish_reason ? `<span class="muted">finish ${esc(t.finish_reason)}</span>` : "",
   ].join("");
-  return `<section class="trace" data-trace="${t.index}"><div class="head">${head}</div><canvas class="heat" height="14"></canvas><div class="tokens">${tokens(t)}</div></section>`;
+  return `<section class="trace" data-trace="${t.index}"><div class="head">${head}</div><canvas class="heat" height="14"></canvas><div class="tokens"></div></section>`;
 }
 
-function tokens(t) {
+/** Appends the remaining chunks a few at a time between frames; stops if the view was replaced. */
+function appendIdle(root, queue) {
+  const marker = {};
+  root.__render = marker;
+  const step = (deadline) => {
+    if (root.__render !== marker) return;
+    // At least one chunk per slice (an idle callback that timed out has no time remaining), then while idle time lasts.
+    const t0 = performance.now();
+    do {
+      const [box, html] = queue.shift();
+      box.insertAdjacentHTML("beforeend", html);
+    } while (queue.length && (deadline && !deadline.didTimeout ? deadline.timeRemaining() > 2 : performance.now() - t0 < 12));
+    if (queue.length) schedule(step);
+    else root.dataset.rendered = "all";
+  };
+  root.dataset.rendered = queue.length ? "partial" : "all";
+  if (queue.length) schedule(step);
+}
+
+function schedule(f) {
+  if (typeof requestIdleCallback === "function") requestIdleCallback(f, { timeout: 50 });
+  else setTimeout(f, 0);
+}
+
+function tokenChunks(t) {
   const out = [];
   let buf = [];
   const flush = () => {
@@ -59,7 +91,7 @@ function tokens(t) {
     if (buf.length === CHUNK) flush();
   }
   flush();
-  return out.join("");
+  return out;
 }
 
 function drawHeat(canvas, t) {
