@@ -1,12 +1,17 @@
 /**
- * bubblewrap isolation for the local backend: a read-only view of the host
- * root, a private /tmp, /dev and /proc, a writable session directory, private
- * pid/ipc/uts namespaces and, unless the network is shared, a private network
- * namespace whose only way out is the model proxy's Unix socket (a forwarder
- * started inside listens on 127.0.0.1:FORWARDER_PORT).
+ * bubblewrap isolation for the local backend: a minimal root, not the host's.
+ * Visible read-only: the system directories needed to run programs (/usr and
+ * its /bin, /lib links, a short list of /etc files: no shadow, no keys), the
+ * Node installation, polar's own installation and the tools cache; writable:
+ * the session directory; private /tmp, /dev and /proc. Homes, other
+ * checkouts, /root, /run (the Docker socket), /var and the rest of /etc are
+ * not there at all. Private pid/ipc/uts namespaces, every capability
+ * dropped, and unless the network is shared a private network namespace whose
+ * only way out is the model proxy's Unix socket (a forwarder started inside
+ * listens on 127.0.0.1:FORWARDER_PORT).
  */
 import { spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, lstatSync, readlinkSync, realpathSync } from "node:fs";
 import { dirname } from "node:path";
 import { FORWARDER_PORT } from "./common.ts";
 import { FORWARDER_SCRIPT, listeningTest } from "./forwarder.ts";
@@ -47,6 +52,42 @@ export function probeBwrap(path = process.env.PATH ?? ""): string | undefined {
 /** Never hidden, whatever `hide` says: the sandbox needs them. */
 const SYSTEM_DIRS = new Set(["/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/dev", "/proc", "/sys", "/var", "/opt", "/run"]);
 
+/** The system directories of the minimal root (links such as /bin -> usr/bin are recreated as links). */
+const ROOT_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
+
+/** The /etc files programs need (users, name resolution, dynamic linker, certificates); nothing secret. */
+const ETC_FILES = [
+  "/etc/passwd", "/etc/group", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/etc/nsswitch.conf", "/etc/host.conf",
+  "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/ssl/certs", "/etc/ca-certificates", "/etc/alternatives",
+  "/etc/localtime", "/etc/timezone", "/etc/os-release", "/etc/debian_version", "/etc/mime.types", "/etc/bash.bashrc",
+  "/etc/profile", "/etc/inputrc", "/etc/gitconfig", "/etc/protocols", "/etc/services",
+];
+
+function rootArgs(): string[] {
+  const argv: string[] = [];
+  for (const d of ROOT_DIRS) {
+    if (!existsSync(d)) continue;
+    const st = lstatSync(d);
+    if (st.isSymbolicLink()) argv.push("--symlink", readlinkSync(d), d);
+    else argv.push("--ro-bind", d, d);
+  }
+  for (const f of ETC_FILES) argv.push("--ro-bind-try", f, f);
+  argv.push("--ro-bind-try", "/sys", "/sys"); // cgroup limits and CPU counts, as the session sees them
+  // Node itself when it lives outside /usr (nvm, /opt, a tarball).
+  const nodeHome = dirname(dirname(realpathSync(process.execPath)));
+  if (!nodeHome.startsWith("/usr")) argv.push("--ro-bind", nodeHome, nodeHome);
+  return argv;
+}
+
+/** The real path of a bind source (a symlinked tools cache binds its target at the link's path). */
+function real(p: string): string {
+  try {
+    return realpathSync(p);
+  } catch {
+    return p;
+  }
+}
+
 const probed = new Map<string, string | undefined>();
 
 /** probeBwrap, once per PATH for this process (what the host can do does not change). */
@@ -62,14 +103,18 @@ export function probeBwrapCached(path = process.env.PATH ?? ""): string | undefi
  * then the writable session directory.
  */
 export function bwrapArgv(o: BwrapOptions, command: string): string[] {
-  const argv = [o.bwrap, "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid", "--unshare-uts"];
+  const argv = [o.bwrap, "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--cap-drop", "ALL"];
   if (!o.shareNet) argv.push("--unshare-net");
-  argv.push("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc");
-  const hide = [...new Set(["/tmp", dirname(o.sessionDir), ...(o.hide ?? [])])].filter((d) => d !== "/" && !SYSTEM_DIRS.has(d));
-  for (const dir of hide.sort((a, b) => a.length - b.length)) argv.push("--tmpfs", dir);
+  argv.push(...rootArgs(), "--dev", "/dev", "--proc", "/proc");
   const forward = !o.shareNet && o.proxySocket !== undefined;
   const ro = [...(o.readOnly ?? []), ...(forward ? [o.proxySocket!, dirname(FORWARDER_SCRIPT), dirname(o.socat ?? process.execPath)] : [])];
-  for (const p of new Set(ro)) argv.push("--ro-bind", p, p);
+  const hide = [...new Set(["/tmp", dirname(o.sessionDir), ...(o.hide ?? [])])].filter((d) => d !== "/" && !SYSTEM_DIRS.has(d));
+  // Shorter paths first, so a bind inside a hidden directory (or a hidden one inside a bind) shows through.
+  const mounts = [...hide.map((p) => ({ p, ro: false })), ...[...new Set(ro)].filter((p) => existsSync(p)).map((p) => ({ p, ro: true }))];
+  for (const m of mounts.sort((a, b) => a.p.length - b.p.length || Number(a.ro) - Number(b.ro))) {
+    if (m.ro) argv.push("--ro-bind", real(m.p), m.p);
+    else argv.push("--tmpfs", m.p);
+  }
   argv.push("--bind", o.sessionDir, o.sessionDir, "--chdir", o.cwd, "--");
   if (!forward) return [...argv, "/bin/bash", "-c", command];
   const forwarder = o.socat

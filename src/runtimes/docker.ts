@@ -123,7 +123,8 @@ export class DockerRuntime implements Runtime {
     // The socket file alone: its directory may hold other sessions' files.
     if (this.forwarded) binds.push(`${this.#ctx.proxy.socketPath!}:${PROXY_MOUNT}/${basename(this.#ctx.proxy.socketPath!)}:ro`);
     if (s.allow_internet) binds.push(...s.internet_volumes);
-    const host: Dockerode.HostConfig = { Init: true, NetworkMode: this.network, Binds: binds, AutoRemove: false };
+    // No capability beyond Docker's default set, and no gaining privileges through setuid binaries.
+    const host: Dockerode.HostConfig = { Init: true, NetworkMode: this.network, Binds: binds, AutoRemove: false, SecurityOpt: ["no-new-privileges:true"] };
     if (s.cpus) host.NanoCpus = Math.round(s.cpus * 1e9);
     if (s.memory_mb) host.Memory = host.MemorySwap = s.memory_mb * 1024 * 1024;
     if (s.pids_limit) host.PidsLimit = s.pids_limit;

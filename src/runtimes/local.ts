@@ -91,13 +91,17 @@ export class LocalRuntime implements Runtime {
       return;
     }
     if (this.#bwrap) {
-      const net = this.#privateNet() ? "private network, proxy via socket forwarder" : "shared network";
-      this.#ctx.log.info({ bwrap: this.#bwrap }, `local runtime: bubblewrap isolation (${net})`);
+      if (this.#privateNet()) return void this.#ctx.log.info({ bwrap: this.#bwrap }, "local runtime: bubblewrap isolation (private network, proxy via socket forwarder)");
+      this.#ctx.log.warn(
+        { bwrap: this.#bwrap, network: this.#spec.network },
+        "local runtime: bubblewrap isolation with the HOST network: the sandbox can reach every service listening on this host and its networks (NATS, the task API, the proxy, metadata addresses); those must require credentials",
+      );
       return;
     }
-    if (this.#isolation === "bwrap") throw runtimeError("local runtime: isolation bwrap requested but bubblewrap is missing or cannot create namespaces");
-    warnOnce(this.#ctx.log, "local-no-bwrap", "local runtime: bubblewrap not available, commands run as plain processes without isolation",
-      "install it (Debian: apt-get install bubblewrap) or use the docker backend");
+    // Never silently unisolated: without bubblewrap only an explicit `isolation: none` runs (task runtime or gateway default_runtime).
+    throw runtimeError(
+      `local runtime: bubblewrap is missing or cannot create namespaces, so isolation ${this.#isolation} cannot be given; install it (Debian: apt-get install bubblewrap), use the docker backend, or set runtime.kwargs.isolation to "none" to run the harness as a plain host process`,
+    );
   }
 
   /** A private network needs the proxy's Unix socket; without one the network is shared. */
@@ -140,9 +144,9 @@ export class LocalRuntime implements Runtime {
             cwd,
             shareNet: !this.#privateNet(),
             proxySocket: this.#ctx.proxy.socketPath,
-            // polar's own installation (scripts a task names, the forwarder) shows read-only, wherever it lives.
+            // polar's own installation (scripts a task names, the forwarder) shows read-only, wherever it lives; its state (.polar) does not, except the tools cache.
             readOnly: [REPO_ROOT, ...(this.#ctx.toolsDir ? [this.#ctx.toolsDir] : [])],
-            hide: process.env.HOME ? [process.env.HOME] : [],
+            hide: [`${REPO_ROOT}/.polar`, ...(process.env.HOME ? [process.env.HOME] : [])],
             socat: this.#socat,
           },
           command,
