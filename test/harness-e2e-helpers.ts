@@ -102,7 +102,7 @@ export function expectOnlyGateway(connects: Connect[], proxyPort: number): void 
 export async function waitTask(sys: TestSystem, taskId: string, timeoutMs: number): Promise<TaskStatus> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: taskId }, { timeoutMs: 5000 }).catch(() => undefined);
+    const st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: taskId, with_results: true }, { timeoutMs: 5000 }).catch(() => undefined);
     if (st && ["completed", "failed", "cancelled"].includes(st.status)) return st;
     if (Date.now() > deadline) throw new Error(`task ${taskId} not done: ${JSON.stringify(st?.sessions.map((s) => s.status))}`);
     await new Promise((r) => setTimeout(r, 250));

@@ -58,7 +58,7 @@ async function submitHttp(body: unknown) {
 async function waitDone(taskId: string): Promise<TaskStatus> {
   const deadline = Date.now() + 30_000;
   for (;;) {
-    const st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: taskId }).catch(() => undefined);
+    const st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: taskId, with_results: true }).catch(() => undefined);
     if (st && ["completed", "failed", "cancelled"].includes(st.status)) return st;
     if (Date.now() > deadline) throw new Error(`task ${taskId} not done`);
     await new Promise((r) => setTimeout(r, 100));

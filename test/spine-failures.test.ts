@@ -46,7 +46,7 @@ describe("gateways going away", () => {
     let st: TaskStatus | undefined;
     for (let i = 0; i < 150 && st?.status !== "completed"; i++) {
       await new Promise((r) => setTimeout(r, 200));
-      st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: "handover" });
+      st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: "handover", with_results: true });
     }
     expect(st?.status).toBe("completed");
     expect(new Set(st!.results.map((r) => r.node_id))).toEqual(new Set(["gw-taking-over"]));
@@ -79,7 +79,7 @@ describe("gateways going away", () => {
     let st: TaskStatus | undefined;
     for (let i = 0; i < 100 && st?.status !== "completed"; i++) {
       await new Promise((r) => setTimeout(r, 200));
-      st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: "doomed" });
+      st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: "doomed", with_results: true });
     }
     expect(st?.status).toBe("completed");
     expect(Date.now() - t0).toBeLessThan(20_000); // not the 600 s budget

@@ -28,7 +28,7 @@ function task(task_id: string, command: string, extra: Record<string, unknown> =
 
 async function waitDone(sys: TestSystem, taskId: string): Promise<TaskStatus> {
   for (let i = 0; i < 300; i++) {
-    const st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: taskId });
+    const st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: taskId, with_results: true });
     if (["completed", "failed", "cancelled"].includes(st.status)) return st;
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -59,7 +59,7 @@ describe("session lifecycle", () => {
     let live = "";
     for (let i = 0; i < 200 && live !== "RUNNING"; i++) {
       // the task status shows each running session's live stage before its result lands
-      live = (await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: "cancel-me" })).sessions[0].status;
+      live = (await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: "cancel-me", with_results: true })).sessions[0].status;
       await new Promise((r) => setTimeout(r, 25));
     }
     expect(live).toBe("RUNNING");

@@ -39,7 +39,7 @@ function shellTask(task_id: string, num_samples: number, env: Record<string, str
 async function waitDone(sys: TestSystem, taskId: string, timeoutMs = 45_000): Promise<TaskStatus> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: taskId }, { timeoutMs: 5000 }).catch(() => undefined);
+    const st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: taskId, with_results: true }, { timeoutMs: 5000 }).catch(() => undefined);
     if (st && ["completed", "failed", "cancelled"].includes(st.status)) return st;
     if (Date.now() > deadline) throw new Error(`task ${taskId} not done: ${JSON.stringify(st?.sessions.map((s) => s.status))}`);
     await new Promise((r) => setTimeout(r, 200));
@@ -222,7 +222,7 @@ describe("spine: supervisor and gateway on NATS JetStream", () => {
   it("keeps a task's state and results across a supervisor restart mid-task", async () => {
     await request(sys.client, SUBJECTS.api.submit, shellTask("restart-3", 3, { DELAY_MS: "600" }));
     await sys.stopSupervisors(); // while the sessions run
-    const noAnswer = await request(sys.client, SUBJECTS.api.get, { task_id: "restart-3" }, { timeoutMs: 500 }).catch((e) => e);
+    const noAnswer = await request(sys.client, SUBJECTS.api.get, { task_id: "restart-3", with_results: true }, { timeoutMs: 500 }).catch((e) => e);
     expect((noAnswer as PolarError).code).toMatch(/unavailable|timeout/);
     await new Promise((r) => setTimeout(r, 1500)); // results pile up on POLAR_RESULTS meanwhile
     const sup = await sys.startSupervisor();

@@ -53,6 +53,22 @@ export async function followTask(
   return { status: await handle.wait({ signal: opts.signal }), traces };
 }
 
+/** The whole TaskStatus, page by page: every session summary and, when asked for, every SessionResult. */
+export async function fetchTask(nc: NatsConnection, taskId: string, opts: { withResults?: boolean } = {}): Promise<TaskStatus> {
+  const limit = opts.withResults ? 50 : 1000;
+  let full: TaskStatus | undefined;
+  for (let offset = 0; ; offset += limit) {
+    const page = await request<TaskStatus>(nc, SUBJECTS.api.get, { task_id: taskId, offset, limit, with_results: opts.withResults ?? false }, { timeoutMs: 30_000 });
+    if (!full) full = page;
+    else {
+      full.sessions.push(...page.sessions);
+      full.results.push(...page.results);
+    }
+    if (offset + limit >= page.total_sessions) break;
+  }
+  return { ...full!, offset: 0, limit: full!.sessions.length };
+}
+
 export function formatSummary(st: TaskStatus): string {
   const rows = [["session", "status", "attempt", "reward", "traces", "prompt_tok", "response_tok", "node", "error"]];
   for (const s of st.sessions) {

@@ -7,6 +7,7 @@ import { connect, nanos, type NatsConnection } from "@nats-io/transport-node";
 import {
   AckPolicy,
   DeliverPolicy,
+  DiscardPolicy,
   jetstream,
   jetstreamManager,
   RetentionPolicy,
@@ -17,7 +18,7 @@ import {
 import { Kvm, type KV } from "@nats-io/kv";
 import { Objm, type ObjectStore } from "@nats-io/obj";
 import { natsAuthFromEnv, natsConnectOptions, type NatsAuth } from "../security/nats-auth.ts";
-import { BUCKETS, RESULTS_CONSUMER, STREAMS, SUBJECTS, dispatchConsumer, evaluatorConsumer } from "../protocol/subjects.ts";
+import { BUCKETS, RESULTS_CONSUMER, STREAMS, SUBJECTS, dispatchConsumer, evaluatorConsumer, kvStream } from "../protocol/subjects.ts";
 
 export interface Infra {
   nc: NatsConnection;
@@ -30,7 +31,40 @@ export interface Infra {
   /** Session leases (which node holds which attempt). */
   leases: KV;
   blobs: ObjectStore;
+  taskFlags: KV;
 }
+
+/** Retention of one stream or bucket: oldest message age and total size (0 = unlimited). */
+export interface Retention {
+  maxAgeMs: number;
+  maxBytes: number;
+}
+
+/** Every stream and bucket by its role. */
+export type StoreName = "sessions" | "results" | "traces" | "evals" | "evalResults" | "tasks" | "nodes" | "blobs" | "leases" | "taskFlags" | "control";
+
+const DAY = 24 * 3600_000;
+const MIB = 1024 ** 2;
+/**
+ * Defaults: storage is bounded everywhere, about 5 GiB in all (JetStream
+ * reserves max_bytes up front, so the defaults fit a small disk; raise them
+ * for long runs). Ages exceed the longest session budget (7 days) so live
+ * state never expires under a running task.
+ */
+export const DEFAULT_RETENTION: Record<StoreName, Retention> = {
+  sessions: { maxAgeMs: 8 * DAY, maxBytes: 512 * MIB },
+  results: { maxAgeMs: 30 * DAY, maxBytes: 1024 * MIB },
+  traces: { maxAgeMs: 30 * DAY, maxBytes: 2048 * MIB },
+  evals: { maxAgeMs: 8 * DAY, maxBytes: 256 * MIB },
+  evalResults: { maxAgeMs: 1 * DAY, maxBytes: 256 * MIB },
+  tasks: { maxAgeMs: 30 * DAY, maxBytes: 256 * MIB },
+  nodes: { maxAgeMs: 0, maxBytes: 16 * MIB },
+  blobs: { maxAgeMs: 30 * DAY, maxBytes: 1024 * MIB },
+  leases: { maxAgeMs: 8 * DAY, maxBytes: 64 * MIB },
+  taskFlags: { maxAgeMs: 30 * DAY, maxBytes: 64 * MIB },
+  /** Cluster control state must never expire. */
+  control: { maxAgeMs: 0, maxBytes: 16 * MIB },
+};
 
 export interface InfraOptions {
   /** How long a gateway may hold a session without `working()` before it is redelivered. */
@@ -45,6 +79,8 @@ export interface InfraOptions {
   evalAckWaitMs?: number;
   /** Deliveries of an evaluation request before it is given up (the waiting gateway then hits its budget). */
   evalMaxDeliver?: number;
+  /** Max age / max bytes per stream and bucket (unset ones keep DEFAULT_RETENTION). */
+  retention?: Partial<Record<StoreName, Partial<Retention>>>;
 }
 
 export const DEFAULT_INFRA: Required<InfraOptions> = {
@@ -54,7 +90,12 @@ export const DEFAULT_INFRA: Required<InfraOptions> = {
   replicas: 1,
   evalAckWaitMs: 30_000,
   evalMaxDeliver: 5,
+  retention: DEFAULT_RETENTION,
 };
+
+export function retentionOf(opts: InfraOptions, name: StoreName): Retention {
+  return { ...DEFAULT_RETENTION[name], ...opts.retention?.[name] };
+}
 
 /** Server URLs from a list or a comma-separated string (`nats://a:4222,nats://b:4222`). */
 export function natsServers(servers: string | readonly string[]): string[] {
@@ -144,6 +185,8 @@ export function ensureEvaluatorConsumer(jsm: JetStreamManager, pool: string, opt
     max_ack_pending: -1,
   });
 }
+/** Deliveries of one result before the supervisor records it as failed (see results.ts). */
+export const RESULT_MAX_DELIVER = 10;
 
 export function ensureResultsConsumer(jsm: JetStreamManager): Promise<string> {
   return ensureConsumer(jsm, STREAMS.results, {
@@ -151,30 +194,62 @@ export function ensureResultsConsumer(jsm: JetStreamManager): Promise<string> {
     ack_policy: AckPolicy.Explicit,
     ack_wait: nanos(30_000),
     deliver_policy: DeliverPolicy.All,
+    max_deliver: RESULT_MAX_DELIVER,
   });
 }
 
-/** Work queue for dispatch; limits retention for results and traces. Duplicates within 10 min are dropped. */
+/**
+ * Work queue for dispatch (a full queue refuses new sessions rather than
+ * dropping queued ones); limits retention for results and traces. Duplicates
+ * within 10 min are dropped.
+ */
 const STREAM_DEFS = [
-  { name: STREAMS.sessions, subjects: [SUBJECTS.streamSubjects.sessions], retention: RetentionPolicy.Workqueue },
-  { name: STREAMS.results, subjects: [SUBJECTS.streamSubjects.results], retention: RetentionPolicy.Limits },
-  { name: STREAMS.traces, subjects: [SUBJECTS.streamSubjects.traces], retention: RetentionPolicy.Limits },
-  { name: STREAMS.evals, subjects: [SUBJECTS.streamSubjects.evals], retention: RetentionPolicy.Workqueue },
+  { role: "sessions", name: STREAMS.sessions, subjects: [SUBJECTS.streamSubjects.sessions], retention: RetentionPolicy.Workqueue, discard: DiscardPolicy.New },
+  { role: "results", name: STREAMS.results, subjects: [SUBJECTS.streamSubjects.results], retention: RetentionPolicy.Limits, discard: DiscardPolicy.Old },
+  { role: "traces", name: STREAMS.traces, subjects: [SUBJECTS.streamSubjects.traces], retention: RetentionPolicy.Limits, discard: DiscardPolicy.Old },
+  { role: "evals", name: STREAMS.evals, subjects: [SUBJECTS.streamSubjects.evals], retention: RetentionPolicy.Workqueue, discard: DiscardPolicy.New },
   // A result is read once by the waiting gateway; a day bounds what a gateway that died leaves behind.
-  { name: STREAMS.evalResults, subjects: [SUBJECTS.streamSubjects.evalResults], retention: RetentionPolicy.Limits, max_age: nanos(24 * 3600_000) },
-];
+  { role: "evalResults", name: STREAMS.evalResults, subjects: [SUBJECTS.streamSubjects.evalResults], retention: RetentionPolicy.Limits, discard: DiscardPolicy.Old },
+] as const;
 
 export async function openInfra(nc: NatsConnection, opts: InfraOptions = {}): Promise<Infra> {
   const o = { ...DEFAULT_INFRA, ...opts };
   const jsm = await jetstreamManager(nc);
-  for (const def of STREAM_DEFS) {
-    await ensureStream(jsm, { ...def, storage: StorageType.File, duplicate_window: nanos(10 * 60_000), num_replicas: o.replicas });
+  const limits = (name: StoreName) => {
+    const r = retentionOf(o, name);
+    return { max_age: nanos(r.maxAgeMs), max_bytes: r.maxBytes > 0 ? r.maxBytes : -1 };
+  };
+  for (const { role, ...def } of STREAM_DEFS) {
+    await ensureStream(jsm, { ...def, subjects: [...def.subjects], ...limits(role), storage: StorageType.File, duplicate_window: nanos(10 * 60_000), num_replicas: o.replicas });
   }
   const kvm = new Kvm(nc);
   const tasks = await kvm.create(BUCKETS.tasks, { history: 1, replicas: o.replicas });
   const nodes = await kvm.create(BUCKETS.nodes, { history: 1, ttl: o.nodeTtlMs, replicas: o.replicas });
   const control = await kvm.create(BUCKETS.control, { history: 1, replicas: o.replicas });
   const leases = await kvm.create(BUCKETS.leases, { history: 1, replicas: o.replicas });
+  const taskFlags = await kvm.create(BUCKETS.taskFlags, { history: 1, replicas: o.replicas });
   const blobs = await new Objm(nc).create(BUCKETS.blobs, { replicas: o.replicas });
-  return { nc, js: jetstream(nc), jsm, tasks, nodes, control, leases, blobs };
+  // Buckets and streams that already existed get the configured limits too.
+  const stores: Array<[StoreName, string]> = [
+    ...STREAM_DEFS.map((d): [StoreName, string] => [d.role, d.name]),
+    ["tasks", kvStream(BUCKETS.tasks)],
+    ["nodes", kvStream(BUCKETS.nodes)],
+    ["leases", kvStream(BUCKETS.leases)],
+    ["taskFlags", kvStream(BUCKETS.taskFlags)],
+    ["control", kvStream(BUCKETS.control)],
+    ["blobs", `OBJ_${BUCKETS.blobs}`],
+  ];
+  for (const [role, stream] of stores) {
+    const want = limits(role);
+    // The node registry's age is its entry TTL.
+    if (role === "nodes") want.max_age = nanos(o.nodeTtlMs);
+    await applyLimits(jsm, stream, want);
+  }
+  return { nc, js: jetstream(nc), jsm, tasks, nodes, control, blobs, leases, taskFlags };
+}
+
+async function applyLimits(jsm: JetStreamManager, stream: string, want: { max_age: number; max_bytes: number }): Promise<void> {
+  const info = await jsm.streams.info(stream);
+  if (info.config.max_age === want.max_age && info.config.max_bytes === want.max_bytes) return;
+  await jsm.streams.update(stream, { ...info.config, ...want });
 }

@@ -470,10 +470,18 @@ export const TaskStatus = z.object({
   status: TaskState,
   total_sessions: z.number().int(),
   completed_sessions: z.number().int(),
+  /** SessionResults of the page's finished sessions, only when asked for (`with_results`). */
   results: z.array(SessionResult).default([]),
   result_paths: z.array(z.string()).default([]),
-  /** Extensions. */
+  /** Extensions. Session summaries of one page (by sample index: `offset`, `limit`). */
   sessions: z.array(SessionSummary).default([]),
+  /** Finished sessions by status, and usable ones, over the whole task. */
+  status_counts: z.record(z.string(), z.number().int()).optional(),
+  usable_sessions: z.number().int().optional(),
+  offset: z.number().int().optional(),
+  limit: z.number().int().optional(),
+  early_stopped_at: z.string().nullable().optional(),
+  finished_at: z.string().nullable().optional(),
   created_at: z.string().optional(),
   updated_at: z.string().optional(),
   callback: z
@@ -488,6 +496,8 @@ export const TaskResult = z.object({
   status: z.string(),
   results: z.array(SessionResult),
   result_paths: z.array(z.string()).default([]),
+  /** Extension: `<task_id>:<delivery id>`, the same on every retry of one delivery (also the `Idempotency-Key` header). */
+  idempotency_key: z.string().optional(),
 });
 export type TaskResult = z.infer<typeof TaskResult>;
 
@@ -631,6 +641,13 @@ export type EvalReply = z.infer<typeof EvalReply>;
 // ---------------------------------------------------------------- API envelopes
 
 export const TaskRef = z.object({ task_id: Id });
+/** `polar.api.task.get`: a status poll; SessionResults only on request, one page at a time. */
+export const TaskGet = TaskRef.extend({
+  with_results: z.boolean().default(false),
+  offset: z.number().int().min(0).max(LIMITS.num_samples).default(0),
+  limit: z.number().int().min(1).max(LIMITS.num_samples).default(1000),
+});
+export type TaskGet = z.input<typeof TaskGet>;
 export const CancelRequest = TaskRef.extend({ register_if_missing: z.boolean().default(false) });
 export const SubmitReply = z.object({ task_id: z.string(), status: z.string(), total_sessions: z.number().int() });
 export type SubmitReply = z.infer<typeof SubmitReply>;
@@ -643,7 +660,20 @@ export const SystemStatus = z.object({
   evaluators: z.array(EvaluatorNodeInfo).default([]),
   /** Extension: evaluation requests waiting on POLAR_EVALS. */
   pending_evaluations: z.number().int().min(0).default(0),
+  /** Extension: pools with sessions waiting and no live gateway serving them. */
+  unserved_pools: z.array(z.object({ pool: z.string(), pending_sessions: z.number().int() })).default([]),
 });
+
+// ---------------------------------------------------------------- leases and views
+
+
+/** What gateways need to know about a task (`polar_task_flags`, written by the supervisor). */
+export const TaskFlags = z.object({
+  task_id: z.string(),
+  status: TaskState,
+  early_stopped_at: z.string().nullable().default(null),
+});
+export type TaskFlags = z.infer<typeof TaskFlags>;
 export type SystemStatus = z.infer<typeof SystemStatus>;
 
 /** Drain one gateway: pull nothing more, finish what it holds within the timeout, publish, leave. */

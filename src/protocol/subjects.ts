@@ -55,8 +55,10 @@ export const BUCKETS = {
   blobs: "polar_blobs",
   /** Cluster-wide control state (inference paused or not, the current policy version). */
   control: "polar_control",
-  /** Session leases: which node holds which attempt (written by the gateway, verified by the supervisor). */
+  /** Per-session leases: which attempt holds a session and its deadline (written by gateways). */
   leases: "polar_leases",
+  /** A small per-task view for gateways: status and early stop (written by the supervisor). */
+  taskFlags: "polar_task_flags",
 } as const;
 
 /** The one key of `polar_control` that holds the inference ControlState. */
@@ -68,6 +70,8 @@ export const HEADERS = {
   msgId: "Nats-Msg-Id",
   blobRef: "polar-blob",
   error: "polar-error",
+  /** HTTP header of task callbacks: `<task_id>:<delivery id>`, stable across retries of one delivery. */
+  idempotencyKey: "Idempotency-Key",
 } as const;
 
 export const CONTENT_TYPES = {
@@ -144,9 +148,31 @@ export function taskKey(taskId: string): string {
   return idToken("task_id", taskId);
 }
 
-/** Key of a session's lease in BUCKETS.leases (injective id encoding). */
+/**
+ * Keys of the `polar_tasks` bucket. A task is a small header plus one entry
+ * per session (so no value grows with `num_samples`), and a `live` index entry
+ * while the task is running or its callback is pending.
+ */
+export const TASK_KEYS = {
+  header: (taskId: string) => `task.${taskKey(taskId)}`,
+  headerAll: "task.>",
+  /** One session of one run of a task (a reused task id gets a new run). */
+  session: (taskId: string, run: string, index: number) => `ses.${taskKey(taskId)}.${assertToken("run", run)}.${index}`,
+  sessions: (taskId: string, run: string) => `ses.${taskKey(taskId)}.${assertToken("run", run)}.>`,
+  live: (taskId: string) => `live.${taskKey(taskId)}`,
+  liveAll: "live.>",
+  /** The task id back from a `live.<token>` key. */
+  liveTaskId: (key: string) => idFromToken("task_id", key.slice("live.".length)),
+} as const;
+
+/** Key of a session's lease in `polar_leases`. */
 export function leaseKey(sessionId: string): string {
   return idToken("session_id", sessionId);
+}
+
+/** Stream behind a KV bucket (for listing and retention). */
+export function kvStream(bucket: string): string {
+  return `KV_${bucket}`;
 }
 
 export function nodeKey(nodeId: string): string {

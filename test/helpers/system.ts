@@ -30,8 +30,11 @@ export interface TestSystem {
   stop(): Promise<void>;
 }
 
-export async function startTestSystem(simOpts: Parameters<typeof startSim>[0] = {}): Promise<TestSystem> {
-  const nats = await startNatsServer();
+export async function startTestSystem(
+  simOpts: Parameters<typeof startSim>[0] = {},
+  natsOpts: Parameters<typeof startNatsServer>[0] = {},
+): Promise<TestSystem> {
+  const nats = await startNatsServer(natsOpts);
   const sim = await startSim({ log, ...simOpts });
   const upstream = await startRecordingUpstream(sim.url);
   const client = await connectNats(nats.url, "test-client");

@@ -1,12 +1,14 @@
 /**
  * Delivers a finished task's TaskResult to its `callback_url` (JSON POST),
  * retrying transport errors and 408/425/429/5xx with backoff. The outcome is
- * recorded in the task's durable state. The target (and every redirect
+ * recorded in the task's durable state. Every attempt carries the same
+ * `Idempotency-Key` header (= the body's `idempotency_key`). The target (and every redirect
  * target) is checked against the callback policy before anything is sent.
  */
 import type { Logger } from "pino";
 import { errorMessage } from "../../protocol/errors.ts";
 import type { TaskResult } from "../../protocol/schemas.ts";
+import { HEADERS } from "../../protocol/subjects.ts";
 import { sleep } from "../../util/abort.ts";
 import { checkCallbackTarget, DEFAULT_CALLBACK_POLICY, type CallbackPolicy } from "../../security/callback-policy.ts";
 
@@ -25,7 +27,7 @@ const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 class Refused extends Error {}
 
 /** One POST, following redirects only to targets the policy allows (the body is posted again). */
-async function postOnce(url: string, body: string, opts: CallbackOptions): Promise<Response> {
+async function postOnce(url: string, body: string, opts: CallbackOptions, headers: Record<string, string>): Promise<Response> {
   let target = url;
   for (let hop = 0; ; hop++) {
     try {
@@ -35,7 +37,7 @@ async function postOnce(url: string, body: string, opts: CallbackOptions): Promi
     }
     const res = await fetch(target, {
       method: "POST",
-      headers: { "content-type": "application/json" },
+      headers: { "content-type": "application/json", ...headers },
       body,
       redirect: "manual",
       signal: AbortSignal.timeout(opts.timeoutMs),
@@ -58,10 +60,12 @@ export async function postCallback(
   signal?: AbortSignal,
 ): Promise<{ delivered: boolean; attempts: number; error: string | null }> {
   const body = JSON.stringify(result);
+  // The same key on every retry of this delivery, so a receiver can drop repeats.
+  const headers: Record<string, string> = result.idempotency_key ? { [HEADERS.idempotencyKey]: result.idempotency_key } : {};
   let error: string | null = null;
   for (let attempt = 1; attempt <= opts.attempts; attempt++) {
     try {
-      const res = await postOnce(url, body, opts);
+      const res = await postOnce(url, body, opts, headers);
       await res.arrayBuffer().catch(() => {}); // only the status matters
       if (res.ok) return { delivered: true, attempts: attempt, error: null };
       error = `HTTP ${res.status}`;

@@ -112,10 +112,22 @@ async function route(tasks: TaskService, nc: NatsConnection, method: string, url
   const m = /^\/rollout\/task\/([^/]+)$/.exec(path);
   if (m) {
     const task_id = decodeSegment(m[1], "the task id in the path");
-    if (method === "GET") return tasks.get({ task_id });
+    if (method === "GET") return tasks.get({ task_id, ...pageQuery(url) });
     if (method === "DELETE") {
       return tasks.cancel({ task_id, register_if_missing: url.searchParams.get("register_if_missing") === "true" });
     }
   }
   throw new PolarError("not_found", `no route ${method} ${path}`);
+}
+
+/** `?results=true&offset=N&limit=N` of a task status poll (validated by the TaskGet schema). */
+function pageQuery(url: URL): Record<string, unknown> {
+  const q: Record<string, unknown> = {};
+  const results = url.searchParams.get("results");
+  if (results !== null) q.with_results = results === "true" || results === "1" ? true : results === "false" || results === "0" ? false : results;
+  for (const k of ["offset", "limit"]) {
+    const v = url.searchParams.get(k);
+    if (v !== null) q[k] = /^\d+$/.test(v) ? Number(v) : v;
+  }
+  return q;
 }

@@ -9,10 +9,11 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import { decode, encode } from "../../protocol/codec.ts";
 import { errorMessage } from "../../protocol/errors.ts";
-import { emptyTiming, TERMINAL_STATUSES, type SessionResult } from "../../protocol/schemas.ts";
+import { TERMINAL_STATUSES, type TaskResult } from "../../protocol/schemas.ts";
 import { SUBJECTS, type EventKind } from "../../protocol/subjects.ts";
-import { ensureResultsConsumer, openInfra, type Infra, type InfraOptions } from "../../nats/infra.ts";
-import { publishDurable, serveRequests } from "../../nats/messages.ts";
+import { ensureResultsConsumer, openInfra, RESULT_MAX_DELIVER, type InfraOptions } from "../../nats/infra.ts";
+import { serveRequests } from "../../nats/messages.ts";
+import { MAX_TIMER_MS } from "../gateway/budget.ts";
 import { closeServer, listen } from "../../util/http.ts";
 import { actorHandle, type ActorHandle } from "../lifecycle.ts";
 import { DEFAULT_CALLBACK, postCallback, type CallbackOptions } from "./callback.ts";
@@ -20,7 +21,8 @@ import { createApiServer } from "./http.ts";
 import { consumeResults } from "./results.ts";
 import { followDeadLetters } from "./dead-letters.ts";
 import { drainNode } from "./drain.ts";
-import { TaskStore, type TaskRecord } from "./task-store.ts";
+import { TaskStore, type SessionEntry, type TaskHeader } from "./task-store.ts";
+import { recover, sweep } from "./sweep.ts";
 import { TaskService, type LiveState, type SpecChecker } from "./tasks.ts";
 import { submitChecks } from "./admission.ts";
 import { DEFAULT_CALLBACK_POLICY, type CallbackPolicy } from "../../security/callback-policy.ts";
@@ -46,11 +48,13 @@ export interface SupervisorOptions {
   callback?: Partial<Omit<CallbackOptions, "policy">> & { policy?: Partial<CallbackPolicy> };
   /** Host directories `upload_file`/`upload_dir`/`skills_path` may name (default: polar's example files). */
   uploadRoots?: readonly string[];
-  /** Sessions with no result this long after their task budget are given a TIMEOUT result. */
+  /** Sessions with no result this long after their lease's deadline are given a TIMEOUT result. */
   resultGraceMs?: number;
   sweepIntervalMs?: number;
   /** Refuse gateway results for sessions that hold no lease (default false: leases are verified whenever present). */
   requireLease?: boolean;
+  /** Results consumer: deliveries of one result before it is recorded as ERROR (at most 10), first retry delay. */
+  results?: { maxDeliver?: number; retryBaseMs?: number };
 }
 
 export interface SupervisorHandle extends ActorHandle {
@@ -59,6 +63,8 @@ export interface SupervisorHandle extends ActorHandle {
   /** Prometheus text of the supervisor (also served at `GET /metrics`). */
   prometheus(): Promise<string>;
   readonly inference: InferenceService;
+  /** Records the sweep skipped, results given up on after their last delivery. */
+  readonly stats: { sweep_errors: number; unprocessable_results: number };
 }
 
 export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOptions = {}): Promise<SupervisorHandle> {
@@ -67,7 +73,9 @@ export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOpti
   if (opts.http) assertApiExposure(opts.http.host, apiTokens);
   const infra = await openInfra(deps.nc, opts.infra);
   await ensureResultsConsumer(infra.jsm);
-  const store = new TaskStore(infra.tasks);
+  const maxValueBytes = (deps.nc.info?.max_payload ?? 1024 * 1024) - 16 * 1024;
+  const store = new TaskStore(infra.tasks, { flags: infra.taskFlags, maxValueBytes, log });
+  const stats = { sweep_errors: 0, unprocessable_results: 0 };
   const live = new Map<string, LiveState>();
   // The task service exists only below; the metrics read it when scraped.
   let taskRef: TaskService | undefined;
@@ -95,18 +103,35 @@ export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOpti
   taskRef = tasks;
   const inference = new InferenceService({ nc: deps.nc, control: infra.control, nodes: () => tasks.nodes(), log });
 
-  const onTaskDone = async (rec: TaskRecord) => {
-    emit("task.done", { task_id: rec.request.task_id, status: rec.status });
-    log.info({ task_id: rec.request.task_id, status: rec.status }, "task finished");
-    const url = rec.request.callback_url;
-    if (!url) return;
-    const status = await tasks.toStatus(rec, true);
-    const result = { task_id: status.task_id, status: status.status, results: status.results, result_paths: [] };
-    const outcome = await postCallback(url, result, callbackOpts, log, abort.signal);
-    await store.update(rec.request.task_id, (r) => {
-      r.callback = outcome;
-      return true;
-    });
+  /** A task became final: announce it, deliver its callback (once per run, whatever restarts), leave the live index. */
+  const delivering = new Set<string>();
+  const deliver = async (h: TaskHeader) => {
+    const taskId = h.request.task_id;
+    emit("task.done", { task_id: taskId, status: h.status });
+    log.info({ task_id: taskId, status: h.status }, "task finished");
+    const url = h.request.callback_url;
+    if (url) {
+      const sessions: SessionEntry[] = [];
+      for await (const s of store.sessions(h)) sessions.push(s);
+      const results = await tasks.results(sessions);
+      // One delivery per run of the task id: every retry (and a restarted supervisor) sends the same key.
+      const result: TaskResult = { task_id: taskId, status: h.status, results, result_paths: [], idempotency_key: `${taskId}:${h.run}` };
+      const outcome = await postCallback(url, result, callbackOpts, log, abort.signal);
+      await store.updateHeader(taskId, (r) => {
+        if (r.run !== h.run) return false;
+        r.callback = outcome;
+        return true;
+      });
+    }
+    await store.removeLive(taskId);
+  };
+  const onTaskDone = (h: TaskHeader) => {
+    const key = `${h.request.task_id}:${h.run}`;
+    if (delivering.has(key)) return;
+    delivering.add(key);
+    void deliver(h)
+      .catch((err) => log.error({ task_id: h.request.task_id, err: errorMessage(err) }, "finishing a task failed (retried after a restart)"))
+      .finally(() => delivering.delete(key));
   };
 
   const subs = [
@@ -120,15 +145,33 @@ export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOpti
     followSessions(deps.nc, live, log),
     followDeadLetters(deps.nc, infra, log),
   ];
-  const consuming = consumeResults({ infra, store, log, onTaskDone, emit, requireLease: opts.requireLease }, abort.signal).catch((err) => {
+  const consuming = consumeResults(
+    {
+      infra,
+      store,
+      log,
+      onTaskDone,
+      emit,
+      stats,
+      requireLease: opts.requireLease,
+      maxDeliver: Math.min(RESULT_MAX_DELIVER, opts.results?.maxDeliver ?? RESULT_MAX_DELIVER),
+      retryBaseMs: opts.results?.retryBaseMs,
+    },
+    abort.signal,
+  ).catch((err) => {
     if (!abort.signal.aborted) log.error({ err }, "results consumer stopped");
   });
 
-  await recover(tasks, store, log, onTaskDone);
-  const sweepTimer = setInterval(
-    () => void sweep(infra, store, log, opts.resultGraceMs ?? 120_000).catch((err) => log.warn({ err }, "sweep failed")),
-    opts.sweepIntervalMs ?? 5_000,
-  );
+  const sweepCtx = { infra, store, log, graceMs: opts.resultGraceMs ?? 120_000, live, stats };
+  await recover(tasks, sweepCtx, onTaskDone);
+  let sweeping = false;
+  const sweepTimer = setInterval(() => {
+    if (sweeping) return; // one sweep at a time, however slow
+    sweeping = true;
+    void sweep(sweepCtx)
+      .catch((err) => log.warn({ err: errorMessage(err) }, "sweep failed"))
+      .finally(() => (sweeping = false));
+  }, Math.min(MAX_TIMER_MS, opts.sweepIntervalMs ?? 5_000));
   sweepTimer.unref();
 
   let server: Server | undefined;
@@ -142,7 +185,7 @@ export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOpti
   log.info({ httpUrl }, "supervisor started");
 
   return actorHandle(
-    { httpUrl, tasks, inference, prometheus: () => metrics.registry.metrics() },
+    { httpUrl, tasks, inference, stats, prometheus: () => metrics.registry.metrics() },
     [
       () => server && closeServer(server),
       () => clearInterval(sweepTimer),
@@ -169,50 +212,4 @@ function followSessions(nc: NatsConnection, live: Map<string, LiveState>, log: L
       }
     },
   });
-}
-
-/** After a restart: finish dispatching interrupted submits and deliver missed callbacks. */
-async function recover(tasks: TaskService, store: TaskStore, log: Logger, onTaskDone: (r: TaskRecord) => Promise<void>) {
-  for await (const rec of store.list()) {
-    try {
-      if (rec.status === "running" && !rec.dispatched) {
-        log.info({ task_id: rec.request.task_id }, "re-dispatching an interrupted submit");
-        await tasks.dispatch(rec);
-      } else if ((rec.status === "completed" || rec.status === "cancelled") && rec.callback == null && rec.sessions.length) {
-        void onTaskDone(rec).catch((err) => log.warn({ err }, "callback after restart failed"));
-      }
-    } catch (err) {
-      log.error({ err: errorMessage(err), task_id: rec.request.task_id }, "recovery of a task failed");
-    }
-  }
-}
-
-/**
- * Gives sessions that can no longer report (budget long exhausted, gateway
- * gone, deliveries exhausted) a TIMEOUT result, through the normal results
- * path so that every task ends.
- */
-async function sweep(infra: Infra, store: TaskStore, log: Logger, graceMs: number): Promise<void> {
-  const now = Date.now();
-  for await (const rec of store.list()) {
-    if (rec.status !== "running" && rec.status !== "cancelling") continue;
-    const deadline = Date.parse(rec.created_at) + rec.request.timeout_seconds * 1000 + graceMs;
-    if (now < deadline) continue;
-    for (const s of rec.sessions) {
-      if (TERMINAL_STATUSES.has(s.status)) continue;
-      const result: SessionResult = {
-        session_id: s.session_id,
-        task_id: rec.request.task_id,
-        status: "TIMEOUT",
-        trajectory: { status: "TIMEOUT", metadata: {}, traces: [], error: "no session result within the task budget" },
-        timing: emptyTiming(),
-        node_id: null,
-        error: "no session result within the task budget",
-        metadata: rec.request.metadata,
-        attempt: Math.max(1, s.attempt),
-      };
-      log.warn({ task_id: rec.request.task_id, session_id: s.session_id }, "session overdue: recording TIMEOUT");
-      await publishDurable(infra, SUBJECTS.supervisorResult(rec.request.task_id), result, `${s.session_id}:overdue`);
-    }
-  }
 }

@@ -1,19 +1,23 @@
 /**
- * Consumes SessionResults from POLAR_RESULTS: records each in the task's
- * durable state, publishes its traces to POLAR_TRACES, and finishes the task
- * (TaskResult callback) when its last session is done. A message is acked
- * only after all of that is durable, so a supervisor that dies mid-way
- * processes it again; every step is idempotent.
+ * Consumes SessionResults from POLAR_RESULTS: records each on its session's
+ * entry, publishes its traces to POLAR_TRACES, then counts it in the task's
+ * header and finishes the task when its last session is done (so anyone who
+ * sees `completed` can read every trace). A message is acked only after all
+ * of that is durable, so a supervisor that dies mid-way processes it again;
+ * every step is idempotent. Transient NATS errors are retried (redelivery);
+ * a result that still cannot be processed after RESULT_MAX_DELIVER deliveries
+ * is replaced by an ERROR result for its session, logged, and dropped.
  */
 import type { JsMsg } from "@nats-io/jetstream";
 import type { Logger } from "pino";
 import { readDurable, publishDurable } from "../../nats/messages.ts";
-import type { Infra } from "../../nats/infra.ts";
-import { validate } from "../../protocol/codec.ts";
-import { errorMessage } from "../../protocol/errors.ts";
+import { RESULT_MAX_DELIVER, type Infra } from "../../nats/infra.ts";
+import { withRetry } from "../../nats/retry.ts";
+import { decode, validate } from "../../protocol/codec.ts";
+import { errorMessage, PolarError, ValidationError } from "../../protocol/errors.ts";
 import { SessionResult, TERMINAL_STATUSES } from "../../protocol/schemas.ts";
-import { STREAMS, SUBJECTS, RESULTS_CONSUMER } from "../../protocol/subjects.ts";
-import { allDone, type TaskRecord, type TaskStore } from "./task-store.ts";
+import { leaseKey, STREAMS, SUBJECTS, RESULTS_CONSUMER } from "../../protocol/subjects.ts";
+import { emptySession, parseSessionId, type SessionEntry, type TaskHeader, type TaskStore } from "./task-store.ts";
 import { cancelSessions } from "./tasks.ts";
 import { verifyResultSource } from "../../security/result-auth.ts";
 
@@ -21,13 +25,21 @@ export interface ResultsDeps {
   infra: Infra;
   store: TaskStore;
   log: Logger;
-  onTaskDone: (rec: TaskRecord) => Promise<void>;
+  onTaskDone: (h: TaskHeader) => void;
   emit: (kind: "task.updated" | "task.done", body: unknown) => void;
   /** Refuse gateway results for sessions without a lease (see security/result-auth.ts). */
   requireLease?: boolean;
+  /** Deliveries of one result before it is given up on (the consumer's max_deliver). */
+  maxDeliver?: number;
+  /** First redelivery delay after a failure; doubles each time (capped at 30 s). */
+  retryBaseMs?: number;
+  /** Counts results given up on after their last delivery. */
+  stats?: { unprocessable_results: number };
 }
 
 export async function consumeResults(d: ResultsDeps, signal: AbortSignal): Promise<void> {
+  const maxDeliver = d.maxDeliver ?? RESULT_MAX_DELIVER;
+  const retryMs = d.retryBaseMs ?? 250;
   const consumer = await d.infra.js.consumers.get(STREAMS.results, RESULTS_CONSUMER);
   const messages = await consumer.consume({ max_messages: 64 });
   signal.addEventListener("abort", () => void messages.close(), { once: true });
@@ -36,48 +48,154 @@ export async function consumeResults(d: ResultsDeps, signal: AbortSignal): Promi
       await handleResult(d, m);
       m.ack();
     } catch (err) {
-      d.log.error({ err, seq: m.seq }, "could not process a session result; it will be redelivered");
-      m.nak(1000);
+      if (m.info.deliveryCount >= maxDeliver) {
+        await giveUp(d, m, err).catch((e) => d.log.error({ err: errorMessage(e), seq: m.seq }, "could not record an unprocessable result"));
+        m.term(`unprocessable after ${m.info.deliveryCount} deliveries`);
+      } else {
+        d.log.error({ err: errorMessage(err), seq: m.seq, delivery: m.info.deliveryCount }, "could not process a session result; it will be redelivered");
+        m.nak(Math.min(30_000, retryMs * 2 ** (m.info.deliveryCount - 1)));
+      }
     }
   }
 }
 
-async function handleResult(d: ResultsDeps, m: JsMsg): Promise<void> {
-  let result: SessionResult;
+/**
+ * The last delivery of a result failed: its session is recorded as ERROR
+ * (overwriting whatever its entry held) naming why, so the task still ends
+ * and the loss is visible in its status.
+ */
+async function giveUp(d: ResultsDeps, m: JsMsg, err: unknown): Promise<void> {
+  if (d.stats) d.stats.unprocessable_results++;
+  const ids = peekIds(m);
+  d.log.error({ err: errorMessage(err), seq: m.seq, ...ids }, "giving up on a session result after its last delivery");
+  const where = ids && (await locate(d, ids.task_id, ids.session_id));
+  if (!where) return;
+  const error = `the session's result could not be recorded after ${m.info.deliveryCount} deliveries: ${errorMessage(err).slice(0, 500)}`;
+  const entry: SessionEntry = {
+    ...emptySession(where.run, where.index),
+    status: "ERROR",
+    attempt: ids!.attempt,
+    error,
+    result_seq: m.seq,
+    counted: false,
+  };
+  await d.store.putSession(ids!.task_id, where.run, where.index, entry);
+  await count(d, where.h, where.index, entry, m.seq);
+}
+
+/** Task and session id of a result whose processing failed (read from the raw body, best effort). */
+function peekIds(m: JsMsg): { task_id: string; session_id: string; attempt: number } | undefined {
   try {
-    result = validate(SessionResult, await readDurable(d.infra, m.data, m.headers), "session result");
-  } catch (err) {
-    // A malformed result can never become valid: count it and drop it.
-    d.log.error({ err: errorMessage(err), seq: m.seq }, "dropping a malformed session result");
-    return;
+    const v = decode(m.data) as { task_id?: unknown; session_id?: unknown; attempt?: unknown } | undefined;
+    if (typeof v?.task_id !== "string" || typeof v.session_id !== "string") return undefined;
+    return { task_id: v.task_id, session_id: v.session_id, attempt: typeof v.attempt === "number" ? v.attempt : 1 };
+  } catch (e) {
+    if (e instanceof ValidationError) return undefined; // not even decodable: nothing to attribute it to
+    throw e;
   }
-  if (!(await authentic(d, m, result))) return;
-  let accepted = false;
-  const rec = await d.store.update(result.task_id, (r) => {
-    const s = r.sessions.find((x) => x.session_id === result.session_id);
-    if (!s) return false;
-    if (TERMINAL_STATUSES.has(s.status) && s.result_seq !== m.seq) return false; // a later attempt's duplicate
-    accepted = s.result_seq !== m.seq;
-    Object.assign(s, summarize(result), { result_seq: m.seq });
-    if (allDone(r) && (r.status === "running" || r.status === "cancelling")) {
-      r.status = r.status === "cancelling" ? "cancelled" : "completed";
-      r.finished_at = new Date().toISOString();
+}
+
+/** The current run's header and the session's index, or undefined for an unknown task or session. */
+async function locate(d: ResultsDeps, taskId: string, sessionId: string): Promise<{ h: TaskHeader; run: string; index: number } | undefined> {
+  const ids = parseSessionId(sessionId);
+  const h = await d.store.get(taskId);
+  if (!h || !ids || ids.run !== h.run || ids.index >= h.total) {
+    d.log.warn({ task_id: taskId, session_id: sessionId }, "result for an unknown task or session");
+    return undefined;
+  }
+  return { h, run: ids.run, index: ids.index };
+}
+
+async function readResult(d: ResultsDeps, m: JsMsg): Promise<SessionResult | undefined> {
+  try {
+    return validate(SessionResult, await readDurable(d.infra, m.data, m.headers), "session result");
+  } catch (err) {
+    // Malformed bytes or a blob that is gone can never become valid: log and drop.
+    // Anything else (a NATS or object-store hiccup) is thrown, and the message redelivered.
+    if (err instanceof ValidationError || (err instanceof PolarError && err.code === "not_found")) {
+      d.log.error({ err: errorMessage(err), seq: m.seq }, "dropping a malformed session result");
+      return undefined;
     }
+    throw err;
+  }
+}
+
+async function handleResult(d: ResultsDeps, m: JsMsg): Promise<void> {
+  const result = await readResult(d, m);
+  if (!result) return;
+  if (!(await authentic(d, m, result))) return;
+  const where = await locate(d, result.task_id, result.session_id);
+  if (!where) return;
+  const { run, index } = where;
+  let fresh = false;
+  const s = await d.store.updateSession(result.task_id, run, index, (e) => {
+    if (e.result_seq === m.seq) return false; // a redelivery of the result already recorded
+    if (TERMINAL_STATUSES.has(e.status)) return false; // another attempt's result was recorded first
+    Object.assign(e, summarize(result), { result_seq: m.seq, counted: false });
+    fresh = true;
     return true;
   });
-  if (!rec) {
-    d.log.warn({ task_id: result.task_id, session_id: result.session_id }, "result for an unknown task or session");
-    return;
-  }
-  const summary = rec.sessions.find((x) => x.session_id === result.session_id);
-  if (summary?.result_seq !== m.seq) {
+  if (s?.result_seq !== m.seq) {
     d.log.info({ session_id: result.session_id, attempt: result.attempt }, "ignoring a duplicate session result");
     return;
   }
   await publishTraces(d, result);
-  if (accepted) d.emit("task.updated", { task_id: rec.request.task_id, session_id: result.session_id, status: result.status });
-  await maybeEarlyStop(d, rec);
-  if (allDone(rec) && rec.callback == null) await d.onTaskDone(rec);
+  const h = await count(d, where.h, index, s, m.seq);
+  if (h && fresh) d.emit("task.updated", { task_id: result.task_id, session_id: result.session_id, status: result.status });
+}
+
+/**
+ * Counts a recorded session in its task's header (once: the entry's
+ * `counted` flag), finishes the task when it was the last, releases the
+ * session's lease, applies early stop, and hands a final task to onTaskDone.
+ */
+async function count(d: ResultsDeps, h0: TaskHeader, index: number, s: SessionEntry, seq: number): Promise<TaskHeader | undefined> {
+  const taskId = h0.request.task_id;
+  let h: TaskHeader | undefined = h0;
+  if (!s.counted) {
+    h = await d.store.updateHeader(taskId, (x) => {
+      if (x.run !== h0.run) return false;
+      x.counts.done++;
+      x.counts.by_status[s.status] = (x.counts.by_status[s.status] ?? 0) + 1;
+      if (s.usable) x.counts.usable++;
+      return true;
+    });
+    if (h && h.counts.done >= h.total && (h.status === "running" || h.status === "cancelling")) h = await finishIfDone(d, h);
+    await d.store.updateSession(taskId, h0.run, index, (e) => {
+      if (e.counted || e.result_seq !== seq) return false;
+      e.counted = true;
+      return true;
+    });
+  }
+  await withRetry(() => d.infra.leases.delete(leaseKey(s.session_id)), { log: d.log, what: "lease delete" });
+  if (!h) return undefined;
+  await maybeEarlyStop(d, h);
+  if ((h.status === "completed" || h.status === "cancelled") && h.callback == null) d.onTaskDone(h);
+  return h;
+}
+
+/**
+ * The counters say every session is done: confirm it from the session
+ * entries (the counters can run ahead after a crash between two writes) and
+ * mark the task final, with exact counts.
+ */
+async function finishIfDone(d: ResultsDeps, h: TaskHeader): Promise<TaskHeader | undefined> {
+  const counts = { done: 0, usable: 0, by_status: {} as Record<string, number> };
+  for await (const s of d.store.sessions(h)) {
+    if (!TERMINAL_STATUSES.has(s.status)) continue;
+    counts.done++;
+    counts.by_status[s.status] = (counts.by_status[s.status] ?? 0) + 1;
+    if (s.usable) counts.usable++;
+  }
+  return d.store.updateHeader(h.request.task_id, (x) => {
+    if (x.run !== h.run || !(x.status === "running" || x.status === "cancelling")) return false;
+    x.counts = counts;
+    if (counts.done >= x.total) {
+      x.status = x.status === "cancelling" ? "cancelled" : "completed";
+      x.finished_at = new Date().toISOString();
+    }
+    return true;
+  });
 }
 
 /**
@@ -87,7 +205,9 @@ async function handleResult(d: ResultsDeps, m: JsMsg): Promise<void> {
 async function authentic(d: ResultsDeps, m: JsMsg, result: SessionResult): Promise<boolean> {
   const verdict = await verifyResultSource(d.infra.leases, m.subject, result, { requireLease: d.requireLease ?? false });
   if (verdict.ok) return true;
-  const recorded = (await d.store.get(result.task_id))?.sessions.find((s) => s.session_id === result.session_id);
+  const h = await d.store.get(result.task_id);
+  const ids = parseSessionId(result.session_id);
+  const recorded = h && ids && ids.run === h.run ? (await d.store.getSession(result.task_id, ids.run, ids.index))?.entry : undefined;
   if (recorded?.result_seq === m.seq) return true;
   d.log.warn({ task_id: result.task_id, session_id: result.session_id, node_id: result.node_id, seq: m.seq, reason: verdict.reason }, "refusing a session result that does not come from the attempt's lease holder");
   return false;
@@ -105,7 +225,7 @@ async function publishTraces(d: ResultsDeps, r: SessionResult): Promise<void> {
       attempt: r.attempt,
       trace,
     };
-    await publishDurable(d.infra, subject, body, `${r.session_id}:${r.attempt}:${i}`);
+    await withRetry(() => publishDurable(d.infra, subject, body, `${r.session_id}:${r.attempt}:${i}`), { log: d.log, what: "trace publish" });
   }
 }
 
@@ -113,20 +233,20 @@ async function publishTraces(d: ResultsDeps, r: SessionResult): Promise<void> {
  * Once `early_stop_min_usable_sessions` sessions are usable, the stragglers
  * are cancelled: they report ERROR with zero reward and zeroed masks.
  */
-async function maybeEarlyStop(d: ResultsDeps, rec: TaskRecord): Promise<void> {
-  const min = rec.request.early_stop_min_usable_sessions;
-  if (!min || rec.status !== "running" || rec.early_stopped_at) return;
-  const usable = rec.sessions.filter((s) => s.usable).length;
-  if (usable < min || allDone(rec)) return;
+async function maybeEarlyStop(d: ResultsDeps, h: TaskHeader): Promise<void> {
+  const min = h.request.early_stop_min_usable_sessions;
+  if (!min || h.status !== "running" || h.early_stopped_at) return;
+  const usable = h.counts.usable;
+  if (usable < min || h.counts.done >= h.total) return;
   const reason = `early stop: ${usable} usable sessions reached the minimum of ${min}`;
-  const updated = await d.store.update(rec.request.task_id, (r) => {
-    if (r.early_stopped_at) return false;
+  const updated = await d.store.updateHeader(h.request.task_id, (r) => {
+    if (r.early_stopped_at || r.run !== h.run) return false;
     r.early_stopped_at = new Date().toISOString();
     return true;
   });
   if (!updated?.early_stopped_at) return;
-  d.log.info({ task_id: rec.request.task_id, usable, min }, "early stop: cancelling the remaining sessions");
-  cancelSessions(d.infra, updated, reason);
+  d.log.info({ task_id: h.request.task_id, usable, min }, "early stop: cancelling the remaining sessions");
+  await cancelSessions(d.infra, d.store, updated, reason);
 }
 
 function summarize(r: SessionResult) {
@@ -140,7 +260,8 @@ function summarize(r: SessionResult) {
     trace_count: traces.length,
     prompt_tokens: traces.reduce((a, t) => a + t.prompt_ids.length, 0),
     response_tokens: traces.reduce((a, t) => a + t.response_ids.length, 0),
-    error: r.error,
+    // The summary stays small whatever the result says; the full error is in the SessionResult.
+    error: r.error == null ? null : r.error.length > 2000 ? `${r.error.slice(0, 2000)}…` : r.error,
     usable:
       r.status === "COMPLETED" &&
       traces.some((t) => t.prompt_ids.length > 0 && t.response_ids.length > 0 && t.loss_mask.includes(1)),

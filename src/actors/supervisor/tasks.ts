@@ -3,7 +3,6 @@
  * `num_samples` into sessions on the dispatch work queue, get/cancel/status
  * read and change durable state.
  */
-import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import { validate } from "../../protocol/codec.ts";
 import { PolarError } from "../../protocol/errors.ts";
@@ -13,11 +12,11 @@ import {
   GatewayNodeInfo,
   SessionDispatch,
   SessionResult,
-  TaskRef,
+  TaskGet,
   TaskRequest,
   TaskStatus,
   TERMINAL_STATUSES,
-  type SessionSummary,
+  type SessionStatus,
   type SubmitReply,
   type SystemStatus,
 } from "../../protocol/schemas.ts";
@@ -25,7 +24,9 @@ import { STREAMS, SUBJECTS } from "../../protocol/subjects.ts";
 import { publishDurable, readDurable } from "../../nats/messages.ts";
 import { decode, encode } from "../../protocol/codec.ts";
 import type { Infra } from "../../nats/infra.ts";
-import { countDone, TaskStore, type TaskRecord } from "./task-store.ts";
+import { withRetry } from "../../nats/retry.ts";
+import { errorMessage } from "../../protocol/errors.ts";
+import { inWindows, newRun, parseSessionId, sessionIdOf, type TaskHeader, type SessionEntry, type TaskStore } from "./task-store.ts";
 
 /** Checks a task's strategy names and configs against the registries (fails with every bad field). */
 export type SpecChecker = (task: TaskRequest) => void;
@@ -41,7 +42,7 @@ export interface TaskServiceDeps {
 }
 
 export interface LiveState {
-  status: SessionSummary["status"];
+  status: SessionStatus;
   attempt: number;
   node_id: string | null;
 }
@@ -53,134 +54,131 @@ export class TaskService {
     const task = validate(TaskRequest, body, "task");
     this.d.check?.(task);
     const now = new Date().toISOString();
-    const sessions: SessionSummary[] = Array.from({ length: task.num_samples }, (_, i) => ({
-      session_id: `ses-${randomBytes(8).toString("hex")}`,
-      sample_index: i,
-      status: "REGISTERED",
-      attempt: 0,
-      node_id: null,
-      reward: null,
-      trace_count: 0,
-      prompt_tokens: 0,
-      response_tokens: 0,
-      error: null,
-      result_seq: null,
-      usable: false,
-    }));
-    const rec: TaskRecord = {
+    const header: TaskHeader = {
       request: task,
       status: "running",
-      sessions,
+      run: newRun(),
+      total: task.num_samples,
       dispatched: false,
       created_at: now,
       updated_at: now,
       finished_at: null,
       early_stopped_at: null,
       callback: null,
+      counts: { done: 0, usable: 0, by_status: {} },
     };
     // A finished task id may be reused (a new run); a live or cancelled one may not.
-    await this.d.store.create(rec, (old) => old.status === "completed" || old.status === "failed");
-    await this.dispatch(rec);
-    this.d.emit("task.created", { task_id: task.task_id, total_sessions: sessions.length });
-    return { task_id: task.task_id, status: "running", total_sessions: sessions.length };
+    await this.d.store.create(header, (old) => old.status === "completed" || old.status === "failed");
+    await this.dispatch(header);
+    this.d.emit("task.created", { task_id: task.task_id, total_sessions: header.total });
+    return { task_id: task.task_id, status: "running", total_sessions: header.total };
   }
 
-  /** Publishes every session of a task (idempotent: the message id is the session id). */
-  async dispatch(rec: TaskRecord): Promise<void> {
-    const t = rec.request;
-    for (const s of rec.sessions) {
-      if (TERMINAL_STATUSES.has(s.status)) continue;
+  /**
+   * Publishes every session of a task (idempotent: the message id is the
+   * session id). After a restart, `skip` leaves out sessions already finished.
+   */
+  async dispatch(h: TaskHeader, skip: ReadonlySet<number> = new Set()): Promise<void> {
+    const t = h.request;
+    await inWindows(h.total, async (i) => {
+      if (skip.has(i)) return;
+      const session_id = sessionIdOf(h.run, i);
       const metadata = { ...t.metadata };
       const seedBase = t.metadata.eval_sampling_seed_base;
-      const agent = structuredClone(t.agent);
-      if (typeof seedBase === "number" && Number.isInteger(seedBase)) {
-        agent.settings = { ...agent.settings, sampling_seed: seedBase + s.sample_index };
-        metadata.eval_sampling_seed = seedBase + s.sample_index;
-      }
+      // The per-session seed travels in the metadata; agent settings are the harness's own schema.
+      if (typeof seedBase === "number" && Number.isInteger(seedBase)) metadata.eval_sampling_seed = seedBase + i;
       const dispatch: SessionDispatch = SessionDispatch.parse({
-        session_id: s.session_id,
+        session_id,
         task_id: t.task_id,
         instruction: t.instruction,
         dispatch_priority: t.dispatch_priority,
         remaining_timeout_seconds: t.timeout_seconds,
         runtime: t.runtime ?? null,
-        agent,
+        agent: t.agent,
         builder: t.builder,
         evaluator: t.evaluator ?? null,
         metadata,
-        sample_index: s.sample_index,
-        created_at: rec.created_at,
+        sample_index: i,
+        created_at: h.created_at,
         max_policy_lag: t.max_policy_lag ?? null,
       });
-      await publishDurable(this.d.infra, SUBJECTS.dispatch(t.pool), dispatch, s.session_id);
-    }
-    await this.d.store.update(t.task_id, (r) => {
-      if (r.dispatched) return false;
+      await withRetry(() => publishDurable(this.d.infra, SUBJECTS.dispatch(t.pool), dispatch, session_id), { log: this.d.log, what: "dispatch" });
+    });
+    await this.d.store.updateHeader(t.task_id, (r) => {
+      if (r.dispatched || r.run !== h.run) return false;
       r.dispatched = true;
       return true;
     });
   }
 
+  /** A status poll: counters and one page of session summaries; SessionResults only when asked for. */
   async get(body: unknown): Promise<TaskStatus> {
-    const { task_id } = validate(TaskRef, body, "task reference");
-    const rec = await this.d.store.get(task_id);
-    if (!rec) throw new PolarError("not_found", `unknown task ${task_id}`, { details: { task_id } });
-    return this.toStatus(rec, true);
+    const q = validate(TaskGet, body, "task query");
+    const h = await this.d.store.get(q.task_id);
+    if (!h) throw new PolarError("not_found", `unknown task ${q.task_id}`, { details: { task_id: q.task_id } });
+    return this.toStatus(h, { withResults: q.with_results, offset: q.offset, limit: q.limit });
   }
 
   async cancel(body: unknown): Promise<TaskStatus> {
     const req = validate(CancelRequest, body, "cancel request");
-    let rec = await this.d.store.update(req.task_id, (r) => {
+    let h = await this.d.store.updateHeader(req.task_id, (r) => {
       if (r.status !== "running") return false;
       r.status = "cancelling";
       return true;
     });
-    if (!rec) {
+    if (!h) {
       if (!req.register_if_missing) throw new PolarError("not_found", `unknown task ${req.task_id}`);
-      rec = await this.#tombstone(req.task_id);
+      h = await this.#tombstone(req.task_id);
     }
-    cancelSessions(this.d.infra, rec, "session cancelled");
-    this.d.emit("task.updated", { task_id: rec.request.task_id, status: rec.status });
-    return this.toStatus(rec, false);
+    await cancelSessions(this.d.infra, this.d.store, h, "session cancelled");
+    this.d.emit("task.updated", { task_id: h.request.task_id, status: h.status });
+    return this.toStatus(h, { withResults: false, offset: 0, limit: 1000 });
   }
 
   /** A cancelled, session-less record so that a late submit of the same id is refused. */
-  async #tombstone(taskId: string): Promise<TaskRecord> {
+  async #tombstone(taskId: string): Promise<TaskHeader> {
     const now = new Date().toISOString();
-    const rec: TaskRecord = {
+    const h: TaskHeader = {
       request: TaskRequest.parse({ task_id: taskId, instruction: "", agent: { harness: "shell", custom_shell: { command: "true" } } }),
       status: "cancelled",
-      sessions: [],
+      run: newRun(),
+      total: 0,
       dispatched: true,
       created_at: now,
       updated_at: now,
       finished_at: now,
       early_stopped_at: null,
       callback: null,
+      counts: { done: 0, usable: 0, by_status: {} },
     };
-    await this.d.store.create(rec, () => false);
-    return rec;
+    await this.d.store.create(h, () => false);
+    await this.d.store.removeLive(taskId);
+    return h;
   }
 
+  /** Running tasks (from the live index: cost is the live tasks'), queue depth, nodes, pools nobody serves. */
   async status(): Promise<SystemStatus> {
-    let pending = 0;
     let running = 0;
-    for await (const rec of this.d.store.list()) {
-      if (rec.status === "running" || rec.status === "cancelling") running++;
+    for (const id of await this.d.store.liveTaskIds()) {
+      try {
+        const h = await this.d.store.get(id);
+        if (h?.status === "running" || h?.status === "cancelling") running++;
+      } catch (err) {
+        this.d.log.error({ task_id: id, err: errorMessage(err) }, "unreadable task skipped in status");
+      }
     }
-    try {
-      const info = await this.d.infra.jsm.streams.info(STREAMS.sessions);
-      pending = info.state.messages;
-    } catch {
-      pending = 0;
-    }
+    const nodes = await this.nodes();
+    const byPool = await this.pendingByPool();
+    const served = new Set(nodes.filter((n) => n.healthy).map((n) => n.pool));
+    const unserved_pools = [...byPool].filter(([pool, n]) => n > 0 && !served.has(pool)).map(([pool, n]) => ({ pool, pending_sessions: n }));
+    const pending = [...byPool.values()].reduce((a, b) => a + b, 0);
     let pendingEvals = 0;
     try {
       pendingEvals = (await this.d.infra.jsm.streams.info(STREAMS.evals)).state.messages;
     } catch {
       pendingEvals = 0; // no evaluation was ever requested
     }
-    return { pending_sessions: pending, running_tasks: running, nodes: await this.nodes(), evaluators: await this.evaluators(), pending_evaluations: pendingEvals };
+    return { pending_sessions: pending, running_tasks: running, nodes, unserved_pools, evaluators: await this.evaluators(), pending_evaluations: pendingEvals };
   }
 
   /** Evaluator actors registered in `polar_nodes` (kind `evaluator`). */
@@ -194,6 +192,15 @@ export class TaskService {
       const age = Date.now() - Date.parse(r.data.last_heartbeat);
       out.push({ ...r.data, healthy: age < 2.5 * r.data.heartbeat_interval_seconds * 1000 });
     }
+    return out;
+  }
+
+  /** Queued dispatch messages per pool. */
+  async pendingByPool(): Promise<Map<string, number>> {
+    const out = new Map<string, number>();
+    const info = await this.d.infra.jsm.streams.info(STREAMS.sessions, { subjects_filter: SUBJECTS.streamSubjects.sessions });
+    const prefix = SUBJECTS.streamSubjects.sessions.slice(0, -1);
+    for (const [subject, n] of Object.entries(info.state.subjects ?? {})) out.set(subject.slice(prefix.length), n);
     return out;
   }
 
@@ -211,47 +218,55 @@ export class TaskService {
     return out;
   }
 
-  /** TaskStatus with the SessionResults read back from POLAR_RESULTS. */
-  async toStatus(rec: TaskRecord, withResults: boolean): Promise<TaskStatus> {
-    const results = withResults ? await this.results(rec) : [];
+  /** TaskStatus of one page of sessions, with their SessionResults read back from POLAR_RESULTS when asked for. */
+  async toStatus(h: TaskHeader, page: { withResults: boolean; offset: number; limit: number }): Promise<TaskStatus> {
+    const sessions = await this.d.store.sessionPage(h, page.offset, page.limit);
+    const results = page.withResults ? await this.results(sessions) : [];
     return TaskStatus.parse({
-      task_id: rec.request.task_id,
-      status: rec.status,
-      total_sessions: rec.sessions.length,
-      completed_sessions: countDone(rec),
+      task_id: h.request.task_id,
+      status: h.status,
+      total_sessions: h.total,
+      completed_sessions: h.counts.done,
       results,
       result_paths: [],
-      sessions: rec.sessions.map((s) => (TERMINAL_STATUSES.has(s.status) ? s : { ...s, ...this.d.live.get(s.session_id) })),
-      created_at: rec.created_at,
-      updated_at: rec.updated_at,
-      callback: rec.callback,
+      sessions: sessions.map(({ counted: _, ...s }) => (TERMINAL_STATUSES.has(s.status) ? s : { ...s, ...this.d.live.get(s.session_id) })),
+      status_counts: h.counts.by_status,
+      usable_sessions: h.counts.usable,
+      offset: page.offset,
+      limit: page.limit,
+      created_at: h.created_at,
+      updated_at: h.updated_at,
+      finished_at: h.finished_at,
+      early_stopped_at: h.early_stopped_at,
+      callback: h.callback,
     });
   }
 
-  /** The most recently created tasks, newest first, without their results. */
+  /** The most recently created tasks, newest first, without their results (one ordered read of the task headers). */
   async list(limit: number): Promise<TaskStatus[]> {
-    const recs: TaskRecord[] = [];
-    for await (const rec of this.d.store.list()) recs.push(rec);
-    recs.sort((a, b) => b.created_at.localeCompare(a.created_at));
-    return Promise.all(recs.slice(0, limit).map((r) => this.toStatus(r, false)));
+    const headers: TaskHeader[] = [];
+    for await (const h of this.d.store.headers()) headers.push(h);
+    headers.sort((a, b) => b.created_at.localeCompare(a.created_at));
+    return Promise.all(headers.slice(0, limit).map((h) => this.toStatus(h, { withResults: false, offset: 0, limit: 100 })));
   }
 
   /** One session's SessionResult, or not_found. */
   async sessionResult(taskId: string, sessionId: string): Promise<SessionResult> {
-    const rec = await this.d.store.get(taskId);
-    const s = rec?.sessions.find((x) => x.session_id === sessionId);
-    if (!rec || !s) throw new PolarError("not_found", `unknown session ${sessionId} of task ${taskId}`, { details: { task_id: taskId, session_id: sessionId } });
+    const h = await this.d.store.get(taskId);
+    const ids = parseSessionId(sessionId);
+    const s = h && ids && ids.run === h.run ? (await this.d.store.getSession(taskId, ids.run, ids.index))?.entry : undefined;
+    if (!h || !s) throw new PolarError("not_found", `unknown session ${sessionId} of task ${taskId}`, { details: { task_id: taskId, session_id: sessionId } });
     if (s.result_seq == null) throw new PolarError("not_found", `session ${sessionId} has no result yet`, { details: { status: s.status } });
     const m = await this.d.infra.jsm.streams.getMessage(STREAMS.results, { seq: s.result_seq });
     if (!m) throw new PolarError("not_found", `the result of session ${sessionId} is no longer retained`);
     return validate(SessionResult, await readDurable(this.d.infra, m.data, m.header), "session result");
   }
 
-  async results(rec: TaskRecord): Promise<SessionResult[]> {
+  async results(sessions: Iterable<SessionEntry>): Promise<SessionResult[]> {
     const out: SessionResult[] = [];
-    for (const s of rec.sessions) {
+    for (const s of sessions) {
       if (s.result_seq == null) continue;
-      const m = await this.d.infra.jsm.streams.getMessage(STREAMS.results, { seq: s.result_seq });
+      const m = await withRetry(() => this.d.infra.jsm.streams.getMessage(STREAMS.results, { seq: s.result_seq! }), { log: this.d.log });
       if (!m) continue;
       const r = SessionResult.safeParse(await readDurable(this.d.infra, m.data, m.header));
       if (r.success) out.push(r.data);
@@ -261,8 +276,8 @@ export class TaskService {
 }
 
 /** Tells every gateway to cancel the task's unfinished sessions (queued ones are refused at pull time). */
-export function cancelSessions(infra: Infra, rec: TaskRecord, reason: string): void {
-  for (const s of rec.sessions) {
+export async function cancelSessions(infra: Infra, store: TaskStore, h: TaskHeader, reason: string): Promise<void> {
+  for await (const s of store.sessions(h)) {
     if (!TERMINAL_STATUSES.has(s.status)) infra.nc.publish(SUBJECTS.sessionCancel(s.session_id), encode({ reason }));
   }
 }

@@ -4,7 +4,7 @@ import { request } from "../../nats/messages.ts";
 import type { SystemStatus, TaskStatus } from "../../protocol/schemas.ts";
 import { SUBJECTS } from "../../protocol/subjects.ts";
 import { resolveNatsAuth, resolveNatsUrl } from "../common.ts";
-import { formatSummary } from "../submit-flow.ts";
+import { fetchTask, formatSummary } from "../submit-flow.ts";
 
 export function register(program: Command): void {
   program
@@ -13,18 +13,22 @@ export function register(program: Command): void {
     .argument("[task_id]", "a task to show")
     .option("--nats <urls>", "NATS server URL(s), comma-separated for a cluster (default: POLAR_NATS_URL or the running `polar up`)")
     .option("--json", "print JSON")
-    .action(async (taskId: string | undefined, o: { nats?: string; json?: boolean }) => {
+    .option("--results", "with a task id and --json: include its SessionResults")
+    .action(async (taskId: string | undefined, o: { nats?: string; json?: boolean; results?: boolean }) => {
       const url = await resolveNatsUrl(o.nats);
       const nc = await connectNats(url, "polar-cli", await resolveNatsAuth(url));
       try {
         if (taskId) {
-          const st = await request<TaskStatus>(nc, SUBJECTS.api.get, { task_id: taskId });
+          const st = await fetchTask(nc, taskId, { withResults: o.json && o.results });
           process.stdout.write(o.json ? `${JSON.stringify(st, null, 2)}\n` : `${formatSummary(st)}\n`);
           return;
         }
         const s = await request<SystemStatus>(nc, SUBJECTS.api.status, {});
         if (o.json) return void process.stdout.write(`${JSON.stringify(s, null, 2)}\n`);
         process.stdout.write(`pending sessions: ${s.pending_sessions}\nrunning tasks: ${s.running_tasks}\nnodes: ${s.nodes.length}\n`);
+        for (const p of s.unserved_pools ?? []) {
+          process.stdout.write(`  pool ${p.pool}: ${p.pending_sessions} sessions waiting and NO live gateway serves it\n`);
+        }
         for (const n of s.nodes) {
           const m = n.metrics;
           process.stdout.write(
