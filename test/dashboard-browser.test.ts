@@ -105,7 +105,7 @@ describe("dashboard in a real browser", () => {
     expect(await page.locator("#view > .err").count(), (await page.textContent("#view")) ?? "").toBe(0);
     await page.waitForSelector('#view[data-rendered="all"]'); // long traces are appended in idle slices
 
-    const st = (await (await fetch(`${api}/rollout/task/dash-live`)).json()) as TaskStatus;
+    const st = (await (await fetch(`${api}/rollout/task/dash-live?results=true`)).json()) as TaskStatus;
     const result = st.results.find((r: SessionResult) => r.session_id === sessionId)!;
     const tok = qwen3Tokenizer();
     const traces = result.trajectory.traces;

@@ -23,7 +23,7 @@ async function waitTask(sys: TestSystem, taskId: string, until: (st: TaskStatus)
   const deadline = Date.now() + timeoutMs;
   let st: TaskStatus | undefined;
   while (Date.now() < deadline) {
-    st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: taskId });
+    st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: taskId, with_results: true });
     if (until(st)) return st;
     await new Promise((r) => setTimeout(r, 200));
   }
@@ -155,7 +155,7 @@ describe("polar up stops within seconds", () => {
         const creds = JSON.parse(readFileSync(state, "utf8")).nats_credentials.trainer;
         const nc = await connectNats(natsUrl, "test-up-stop", creds);
         await request(nc, SUBJECTS.api.submit, task("up-stop", "sleep 300"));
-        await waitFor(async () => (await request<TaskStatus>(nc, SUBJECTS.api.get, { task_id: "up-stop" })).sessions[0].status === "RUNNING", 30_000, "session running");
+        await waitFor(async () => (await request<TaskStatus>(nc, SUBJECTS.api.get, { task_id: "up-stop", with_results: true })).sessions[0].status === "RUNNING", 30_000, "session running");
         await nc.close();
         up.signal("SIGTERM", true);
         // Before bounded stops this took over 15 minutes; a stop step now waits at most 10 s.

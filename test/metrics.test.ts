@@ -84,7 +84,7 @@ describe("Prometheus metrics", () => {
     const deadline = Date.now() + 45_000;
     let st: TaskStatus | undefined;
     while (Date.now() < deadline) {
-      st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: "metrics-task" });
+      st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: "metrics-task", with_results: true });
       if (st.status === "completed") break;
       await new Promise((r) => setTimeout(r, 200));
     }

@@ -27,7 +27,7 @@ function taskFile(name: string): Record<string, any> {
 async function waitTask(sys: TestSystem, taskId: string, timeoutMs: number): Promise<TaskStatus> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    const st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: taskId });
+    const st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: taskId, with_results: true });
     if (["completed", "failed", "cancelled"].includes(st.status)) return st;
     await new Promise((r) => setTimeout(r, 250));
   }

@@ -52,7 +52,7 @@ function overview(st: TaskStatus) {
 }
 
 async function taskView(tasks: TaskService, taskId: string) {
-  const st = await tasks.get({ task_id: taskId });
+  const st = await tasks.get({ task_id: taskId, with_results: true, limit: 200 });
   const timings = new Map<string, Record<string, number>>();
   const done = st.sessions.filter((s) => TERMINAL_STATUSES.has(s.status)).slice(0, MAX_TIMED_SESSIONS);
   for (const r of st.results) {
