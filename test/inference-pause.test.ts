@@ -131,7 +131,7 @@ describe("pause and resume across gateways", () => {
 
     let st: TaskStatus | undefined;
     await until("task done", async () => {
-      st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: "pause-1" });
+      st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: "pause-1", with_results: true });
       return st.status === "completed";
     }, 30_000);
     expect(st!.results.map((r: SessionResult) => r.status)).toEqual(["COMPLETED", "COMPLETED", "COMPLETED", "COMPLETED"]);

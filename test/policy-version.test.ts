@@ -130,7 +130,7 @@ describe("max_policy_lag end to end", () => {
     await request<InferenceReply>(sys.client, SUBJECTS.api.inferenceResume, { policy_version: 1 });
     let st!: TaskStatus;
     await until("task done", async () => {
-      st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: "lag-1" });
+      st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: "lag-1", with_results: true });
       return st.status === "completed";
     });
     expect(st.results).toHaveLength(2);

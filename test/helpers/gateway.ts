@@ -16,7 +16,7 @@ export async function waitFor<T>(what: string, probe: () => T | undefined | fals
 }
 
 export function taskStatus(sys: TestSystem, taskId: string): Promise<TaskStatus> {
-  return request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: taskId });
+  return request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: taskId, with_results: true });
 }
 
 /** Waits until the task is completed, failed or cancelled. */
@@ -24,7 +24,7 @@ export function waitTaskDone(sys: TestSystem, taskId: string, timeoutMs = 30_000
   return waitFor(
     `task ${taskId} to finish`,
     async () => {
-      const st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: taskId }).catch(() => undefined);
+      const st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: taskId, with_results: true }).catch(() => undefined);
       return st && ["completed", "failed", "cancelled"].includes(st.status) ? st : undefined;
     },
     timeoutMs,
