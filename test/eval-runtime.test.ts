@@ -32,7 +32,7 @@ function task(task_id: string, extra: Record<string, unknown> = {}) {
 async function waitDone(sys: TestSystem, taskId: string, ms = 30_000): Promise<TaskStatus> {
   const deadline = Date.now() + ms;
   while (Date.now() < deadline) {
-    const st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: taskId });
+    const st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: taskId, with_results: true });
     if (["completed", "failed", "cancelled"].includes(st.status)) return st;
     await new Promise((r) => setTimeout(r, 100));
   }

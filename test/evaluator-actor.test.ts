@@ -51,7 +51,7 @@ function task(id: string, command: string, extra: Record<string, unknown> = {}) 
 
 async function finished(sys: TestSystem, taskId: string): Promise<SessionResult[]> {
   const st = await until(`task ${taskId}`, async () => {
-    const s = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: taskId });
+    const s = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: taskId, with_results: true });
     return s.status === "completed" ? s : undefined;
   }, 45_000);
   return [...st.results].sort((a, b) => Number(a.metadata.sample_index ?? 0) - Number(b.metadata.sample_index ?? 0));

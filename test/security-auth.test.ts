@@ -54,7 +54,7 @@ async function streamCount(stream: string): Promise<number> {
 }
 
 async function get(taskId: string): Promise<TaskStatus> {
-  return request<TaskStatus>(trainer, SUBJECTS.api.get, { task_id: taskId });
+  return request<TaskStatus>(trainer, SUBJECTS.api.get, { task_id: taskId, with_results: true });
 }
 
 async function until<T>(what: string, f: () => Promise<T | undefined>, ms = 30_000): Promise<T> {
@@ -148,7 +148,7 @@ describe("NATS roles of polar up", () => {
     // an observer may read but not submit
     const observer = await connectNats(sys.natsUrl, "test-observer", sys.credentials!.observer);
     try {
-      expect((await request<TaskStatus>(observer, SUBJECTS.api.get, { task_id: "auth-held" })).task_id).toBe("auth-held");
+      expect((await request<TaskStatus>(observer, SUBJECTS.api.get, { task_id: "auth-held", with_results: true })).task_id).toBe("auth-held");
       const err = (await request(observer, SUBJECTS.api.submit, task("auth-obs", "true"), { timeoutMs: 2000 }).catch((e) => e)) as Error;
       expect(err.message).toMatch(/permission/i);
     } finally {
