@@ -92,6 +92,13 @@ export const PolarConfig = z.strictObject({
       replicas: z.number().int().min(1).max(5).default(1),
       eval_ack_wait_ms: z.number().int().min(500).default(30_000),
       eval_max_deliver: z.number().int().min(1).default(5),
+      /** Per stream/bucket (sessions, results, traces, evals, evalResults, tasks, nodes, blobs, leases, taskFlags, control): 0 = unlimited. */
+      retention: z
+        .record(
+          z.enum(["sessions", "results", "traces", "evals", "evalResults", "tasks", "nodes", "blobs", "leases", "taskFlags", "control"]),
+          z.strictObject({ max_age_ms: z.number().int().min(0).optional(), max_bytes: z.number().int().min(0).optional() }),
+        )
+        .optional(),
     })
     .default({ dispatch_ack_wait_ms: 30_000, max_deliver: 5, node_ttl_ms: 90_000, replicas: 1, eval_ack_wait_ms: 30_000, eval_max_deliver: 5 }),
 });
@@ -185,5 +192,8 @@ export function infraOptionsFrom(c: PolarConfig) {
     evalAckWaitMs: c.infra.eval_ack_wait_ms,
     evalMaxDeliver: c.infra.eval_max_deliver,
     replicas: c.infra.replicas,
+    retention: Object.fromEntries(
+      Object.entries(c.infra.retention ?? {}).map(([k, v]) => [k, { maxAgeMs: v.max_age_ms, maxBytes: v.max_bytes }]),
+    ),
   };
 }

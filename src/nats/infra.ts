@@ -94,7 +94,9 @@ export const DEFAULT_INFRA: Required<InfraOptions> = {
 };
 
 export function retentionOf(opts: InfraOptions, name: StoreName): Retention {
-  return { ...DEFAULT_RETENTION[name], ...opts.retention?.[name] };
+  const r = opts.retention?.[name];
+  const d = DEFAULT_RETENTION[name];
+  return { maxAgeMs: r?.maxAgeMs ?? d.maxAgeMs, maxBytes: r?.maxBytes ?? d.maxBytes };
 }
 
 /** Server URLs from a list or a comma-separated string (`nats://a:4222,nats://b:4222`). */
