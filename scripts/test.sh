@@ -49,7 +49,8 @@ if [ "$#" -eq 0 ]; then
     apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
   fi
   [ -x .polar/venv-python/bin/python ] || python3 -m venv .polar/venv-python
-  .polar/venv-python/bin/pip install -q --disable-pip-version-check ./clients/python pytest numpy matplotlib
+  # --retries 0: where only the configured local indexes are reachable, an unreachable default index fails at once instead of after backoff.
+  .polar/venv-python/bin/pip install -q --disable-pip-version-check --retries 0 ./clients/python pytest numpy matplotlib
   py_dirs=(clients/python/tests)
   [ -d examples ] && py_dirs+=(examples)
   rm -f .polar/pytest-results.xml

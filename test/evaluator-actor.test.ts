@@ -24,10 +24,15 @@ writeFileSync(config, JSON.stringify({ evaluator: { heartbeat_interval_ms: 300 }
 
 async function until<T>(what: string, f: () => Promise<T | undefined>, ms = 30_000): Promise<T> {
   const end = Date.now() + ms;
+  let lastErr: unknown;
   for (;;) {
-    const v = await f();
+    // A poll that fails (a status request timing out on a loaded machine) only means "not yet".
+    const v = await f().catch((err: unknown) => {
+      lastErr = err;
+      return undefined;
+    });
     if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}${lastErr ? ` (last poll: ${(lastErr as Error).message})` : ""}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }

@@ -156,7 +156,7 @@ describe("a 3-node NATS cluster with replicas 3", () => {
       runtime: { backend: "local", kwargs: { isolation: "none" } },
       agent: { harness: "shell", custom_shell: { command: `${CALL}; sleep 1; ${CALL}` } },
     });
-    const status = () => request<TaskStatus>(client, SUBJECTS.api.get, { task_id: "cluster" }, { timeoutMs: 5000 }).catch(() => undefined);
+    const status = () => request<TaskStatus>(client, SUBJECTS.api.get, { task_id: "cluster", with_results: true }, { timeoutMs: 5000 }).catch(() => undefined);
     // Wait until both gateways run sessions and some have finished.
     for (const deadline = Date.now() + 30_000; ; ) {
       const st = await status();

@@ -5,6 +5,7 @@
  */
 import type { Logger } from "pino";
 import { RuntimeSpec } from "../protocol/schemas.ts";
+import { errorMessage, PolarError } from "../protocol/errors.ts";
 import type { GatewayRegistries } from "../actors/gateway/context.ts";
 import { runPrepare } from "../runtimes/prepare.ts";
 import type { Runtime, RuntimeContext } from "../runtimes/types.ts";
@@ -28,7 +29,12 @@ export async function startFreshRuntime(
     await runtime.start();
     const startMs = performance.now() - t;
     const p = performance.now();
-    await runPrepare(runtime, spec.eval_prepare ?? spec.prepare, opts);
+    const field = spec.eval_prepare ? "runtime.eval_prepare" : "runtime.prepare";
+    await runPrepare(runtime, spec.eval_prepare ?? spec.prepare, opts).catch((err: unknown) => {
+      // Name the field, as the in-gateway evaluation runtime does; a timeout or cancel stays what it is.
+      if (err instanceof PolarError && (err.code === "timeout" || err.code === "cancelled")) throw err;
+      throw new PolarError("runtime", `evaluation runtime failed: ${field} failed in the evaluation runtime: ${errorMessage(err)}`, { cause: err });
+    });
     return { runtime, startMs, prepareMs: performance.now() - p };
   } catch (err) {
     await runtime.stop().catch((e) => opts.log.warn({ err: e }, "eval runtime stop failed"));
