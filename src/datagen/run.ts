@@ -17,6 +17,7 @@ import { Progress } from "./progress.ts";
 import { writeReport } from "./report.ts";
 import { sftLine } from "./sft.ts";
 import { loadState, saveState, type DatagenState } from "./state.ts";
+import type { SessionResult } from "../protocol/schemas.ts";
 
 export interface DatagenOptions extends TaskShape {
   out: string;
@@ -70,10 +71,12 @@ export async function runDatagen(client: PolarClient, instances: Instance[], o: 
       state.submitted[inst.instance_id] = taskId;
       await save();
     }
-    const st = await handle.wait({ signal: o.signal });
+    // Every SessionResult of this run as it lands (status polls do not carry results).
+    const results: SessionResult[] = [];
+    for await (const r of handle.results({ signal: o.signal })) results.push(r);
     let accepted = 0;
     const lines = { accepted: "", rejected: "" };
-    for (const r of st.results) {
+    for (const r of results) {
       const line = sftLine(r, inst, o.minReward);
       if (line.accepted) accepted++;
       if (written.has(r.session_id)) continue;
@@ -82,7 +85,7 @@ export async function runDatagen(client: PolarClient, instances: Instance[], o: 
     }
     if (lines.accepted) await appendFile(join(o.out, "accepted.jsonl"), lines.accepted);
     if (lines.rejected) await appendFile(join(o.out, "rejected.jsonl"), lines.rejected);
-    state.done[inst.instance_id] = { task_id: taskId, repo: inst.repo, sessions: st.results.length, accepted };
+    state.done[inst.instance_id] = { task_id: taskId, repo: inst.repo, sessions: results.length, accepted };
     delete state.submitted[inst.instance_id];
     await save();
     finishedNow++;
