@@ -88,6 +88,8 @@ describe("dashboard in a real browser", () => {
     await page.waitForSelector('tr[data-task="dash-live"]', { timeout: 15_000 });
     await page.waitForSelector('tr[data-task="dash-live"][data-status="completed"]', { timeout: 60_000 });
     expect(navigations).toBe(before); // no reload
+    // The gateway's own evaluator actor is listed with the evaluators.
+    expect(await page.textContent(".node[data-evaluator]")).toMatch(/in gateway gw-/);
     expect(await page.textContent('tr[data-task="dash-live"] [data-field="done"]')).toBe("4/4");
     const max = await page.evaluate(() => (globalThis as any).__maxStage as Record<string, number>);
     // Some stage bar showed the sessions passing through (INIT, READY, RUNNING or POSTRUN).

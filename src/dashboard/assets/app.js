@@ -61,7 +61,11 @@ async function pollStatus() {
       if (h.length > HISTORY) h.shift();
       nodeHistory.set(n.node_id, h);
     }
-    if (route.name === "overview") drawNodes(st.nodes);
+    if (route.name === "overview") {
+      drawNodes(st.nodes);
+      drawEvaluators(st.evaluators ?? [], st.pending_evaluations ?? 0);
+      drawUnserved(st.unserved_pools ?? []);
+    }
   } catch {
     // the next poll tries again; the live badge shows the connection state
   }
@@ -113,13 +117,43 @@ function drawNodes(nodes) {
     .join("");
 }
 
+function drawEvaluators(evs, pending) {
+  const el = document.getElementById("evaluators");
+  if (!el) return;
+  if (!evs.length) {
+    el.innerHTML = '<p class="muted">no evaluator actors registered</p>';
+    return;
+  }
+  el.innerHTML = evs
+    .map((e) => {
+      const m = e.metrics;
+      const age = (Date.now() - Date.parse(e.last_heartbeat)) / 1000;
+      return `<div class="node" data-evaluator="${esc(e.node_id)}">
+        <div class="title"><b>${esc(e.node_id)}</b><span><span class="badge ${e.healthy ? "s-completed" : "s-failed"}">${e.healthy ? "healthy" : "silent"}</span>${e.draining ? ' <span class="badge s-cancelling">draining</span>' : ""}</span></div>
+        ${stageRow("run", "EVALUATING", m.inflight, e.max_concurrency)}
+        <div class="kv"><span>pool <b>${esc(e.pool)}</b></span><span>${e.hosted_by ? `in gateway <b>${esc(e.hosted_by)}</b>` : "standalone"}</span>
+        <span>heartbeat <b>${age.toFixed(0)} s ago</b></span><span>done <b>${m.completed}</b></span><span>failed <b>${m.failed}</b></span>
+        <span>redelivered <b>${m.redelivered}</b></span><span>queued in pool <b>${pending}</b></span></div>
+      </div>`;
+    })
+    .join("");
+}
+
+function drawUnserved(pools) {
+  const el = document.getElementById("unserved");
+  if (!el) return;
+  el.innerHTML = pools.length
+    ? `<p class="err">sessions waiting in pools no gateway serves: ${pools.map((p) => `${esc(p.pool)} (${p.pending_sessions})`).join(", ")}</p>`
+    : "";
+}
+
 // ------------------------------------------------------------------ overview
 
 async function renderOverview() {
   const { tasks } = await api("/dashboard/api/tasks?limit=100");
   if (route.name !== "overview") return;
   if (!document.getElementById("tasks")) {
-    view.innerHTML = `<h2>nodes</h2><div id="nodes" class="nodes"></div><h2>tasks</h2><div id="tasks"></div>`;
+    view.innerHTML = `<h2>nodes</h2><div id="unserved"></div><div id="nodes" class="nodes"></div><h2>evaluators</h2><div id="evaluators" class="nodes"></div><h2>tasks</h2><div id="tasks"></div>`;
     pollStatus();
   }
   const rows = tasks.map((t) => {
