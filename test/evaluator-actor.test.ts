@@ -119,8 +119,12 @@ describe("evaluator actors", () => {
     const [r] = await finished(sys, "killed");
     expect(r.status).toBe("COMPLETED");
     expect(evaluation(r)).toMatchObject({ outcome_reward: 1, evaluator_node_id: "ev-b", evaluator_delivery_count: 2 });
-    const ev = (await request<SystemStatus>(sys.client, SUBJECTS.api.status, {})).evaluators.find((e) => e.node_id === "ev-b");
-    expect(ev?.metrics).toMatchObject({ redelivered: 1 });
+    // Metrics travel with heartbeats: wait for the one after the evaluation.
+    const ev = await until("ev-b's metrics", async () => {
+      const e = (await request<SystemStatus>(sys.client, SUBJECTS.api.status, {})).evaluators.find((x) => x.node_id === "ev-b");
+      return e && e.metrics.completed >= 1 ? e : undefined;
+    });
+    expect(ev.metrics).toMatchObject({ redelivered: 1, completed: 1 });
   }, 150_000);
 
   it("with no evaluator for its pool, the session budget bounds the wait", async () => {
