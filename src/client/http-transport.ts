@@ -9,7 +9,6 @@ import type { InferenceReply, SubmitReply, TaskStatus } from "../protocol/schema
 import { readSse } from "./sse.ts";
 import type { Transport } from "./transport.ts";
 import type { ResultMessage, StreamOptions, TraceMessage } from "./types.ts";
-import { LIMITS } from "../protocol/schemas.ts";
 
 const MAX_RECONNECTS = 10;
 
@@ -45,8 +44,7 @@ export class HttpTransport implements Transport {
   }
 
   get(taskId: string): Promise<TaskStatus> {
-    // One page holds every session (a task has at most LIMITS.num_samples).
-    return this.#json("GET", `/rollout/task/${encodeURIComponent(taskId)}?limit=${LIMITS.num_samples}`);
+    return this.#json("GET", `/rollout/task/${encodeURIComponent(taskId)}`);
   }
 
   cancel(taskId: string): Promise<TaskStatus> {

@@ -8,7 +8,6 @@ import { TaskStreams } from "./nats-streams.ts";
 import { natsAuthFromEnv, natsConnectOptions, type NatsAuth } from "../security/nats-auth.ts";
 import type { Transport } from "./transport.ts";
 import type { StreamOptions } from "./types.ts";
-import { LIMITS } from "../protocol/schemas.ts";
 
 export interface NatsTransportOptions {
   /** Request timeout for the task API (ms). */
@@ -45,7 +44,7 @@ export class NatsTransport implements Transport {
   }
 
   get(taskId: string): Promise<TaskStatus> {
-    return request<TaskStatus>(this.nc, SUBJECTS.api.get, { task_id: taskId, limit: LIMITS.num_samples }, { timeoutMs: this.#timeoutMs });
+    return request<TaskStatus>(this.nc, SUBJECTS.api.get, { task_id: taskId }, { timeoutMs: this.#timeoutMs });
   }
 
   cancel(taskId: string): Promise<TaskStatus> {

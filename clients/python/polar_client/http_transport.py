@@ -14,7 +14,6 @@ import urllib.request
 from typing import Any, AsyncIterator
 
 from .errors import PolarError
-from .subjects import MAX_SESSIONS
 
 MAX_RECONNECTS = 10
 
@@ -47,8 +46,7 @@ class HttpTransport:
         return await self._json("POST", "/rollout/task/submit", task)
 
     async def get(self, task_id: str) -> dict:
-        # One page holds every session (a task has at most MAX_SESSIONS).
-        return await self._json("GET", f"/rollout/task/{urllib.parse.quote(task_id, safe='')}?limit={MAX_SESSIONS}")
+        return await self._json("GET", f"/rollout/task/{urllib.parse.quote(task_id, safe='')}")
 
     async def cancel(self, task_id: str) -> dict:
         return await self._json("DELETE", f"/rollout/task/{urllib.parse.quote(task_id, safe='')}")

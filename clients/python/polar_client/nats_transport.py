@@ -12,7 +12,7 @@ from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
 from .codec import decode, encode
 from .errors import PolarError
 from .nats_streams import TaskStreams
-from .subjects import MAX_SESSIONS, API_CANCEL, API_GET, API_INFERENCE_PAUSE, API_INFERENCE_RESUME, API_SUBMIT, HEADER_CONTENT_TYPE, MSGPACK
+from .subjects import API_CANCEL, API_GET, API_INFERENCE_PAUSE, API_INFERENCE_RESUME, API_SUBMIT, HEADER_CONTENT_TYPE, MSGPACK
 
 
 def nats_auth(auth: dict | None) -> dict:
@@ -72,8 +72,7 @@ class NatsTransport:
         return await self.request(API_SUBMIT, task)
 
     async def get(self, task_id: str) -> dict:
-        # One page holds every session (a task has at most MAX_SESSIONS).
-        return await self.request(API_GET, {"task_id": task_id, "limit": MAX_SESSIONS})
+        return await self.request(API_GET, {"task_id": task_id})
 
     async def cancel(self, task_id: str) -> dict:
         return await self.request(API_CANCEL, {"task_id": task_id})

@@ -38,6 +38,3 @@ def trace_subject(task_id: str, session_id: str) -> str:
 
 def trace_filter(task_id: str) -> str:
     return f"polar.trace.{id_token('task_id', task_id)}.>"
-
-# The most sessions one task may have (the supervisor's num_samples bound): a status page of this size holds them all.
-MAX_SESSIONS = 10_000
