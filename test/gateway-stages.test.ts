@@ -52,4 +52,34 @@ describe("gateway stages", () => {
     expect(maxPostQueue).toBe(1); // a real depth, never above its capacity
     await sys.stopGateways();
   });
+
+  it("shared_init_run: INIT runs on a RUN worker (no INIT pool), staged: INIT has its own workers", async () => {
+    const limits = { maxInitWorkers: 3, maxRunWorkers: 2, readyCapacity: 2, maxPostrunWorkers: 2 };
+    const runtime = { backend: "local", prepare: [{ type: "exec", command: "sleep 0.3" }] };
+    const seen = async (nodeId: string, sharedInitRun: boolean, taskId: string) => {
+      const gw = await sys.startGateway({ nodeId, limits: { ...limits, sharedInitRun } });
+      const max = { init: 0, run: 0 };
+      const sample = setInterval(() => {
+        const m = gw.metrics();
+        max.init = Math.max(max.init, m.init_inflight);
+        max.run = Math.max(max.run, m.run_inflight);
+      }, 5);
+      try {
+        await request(sys.client, SUBJECTS.api.submit, shellTask(taskId, ONE_CALL, { num_samples: 8, runtime }));
+        const st = await waitTaskDone(sys, taskId, 40_000);
+        expect(st.results.map((r) => r.status)).toEqual(st.results.map(() => "COMPLETED"));
+        expect(st.results.every((r) => r.timing.prepare_ms >= 250)).toBe(true); // the prepare ran in both modes
+      } finally {
+        clearInterval(sample);
+        await sys.stopGateways();
+      }
+      return max;
+    };
+    const shared = await seen("gw-shared", true, "shared-init-run");
+    expect(shared.init).toBe(0); // no INIT worker was ever used
+    expect(shared.run).toBe(2); // INIT and RUN together never above the RUN workers
+    const staged = await seen("gw-staged", false, "staged-init-run");
+    expect(staged.init).toBeGreaterThanOrEqual(2); // INIT worked beside RUN
+    expect(staged.init).toBeLessThanOrEqual(3);
+  });
 });

@@ -29,6 +29,8 @@ const Gateway = z.strictObject({
   init_queue_capacity: z.number().int().min(0).max(100_000).optional(),
   /** Sessions whose agent finished that may wait for a POSTRUN worker (default: max_postrun_workers). */
   postrun_queue_capacity: z.number().int().min(0).max(100_000).optional(),
+  /** INIT and RUN share the max_run_workers pool: a session holds one worker from INIT to the end of its run (unstaged; default false). */
+  shared_init_run: z.boolean().default(false),
   heartbeat_interval_ms: z.number().int().min(100).default(5000),
   work_root: z.string().optional(),
   tools_dir: z.string().optional(),
@@ -139,6 +141,7 @@ export function gatewayOptionsFrom(c: PolarConfig) {
       readyCapacity: g.ready_capacity,
       initQueueCapacity: g.init_queue_capacity,
       postrunQueueCapacity: g.postrun_queue_capacity,
+      sharedInitRun: g.shared_init_run,
     },
     heartbeatIntervalMs: g.heartbeat_interval_ms,
     workRoot: g.work_root,

@@ -187,6 +187,7 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
     readyCapacity: opts.limits?.readyCapacity ?? maxRun,
     postrunQueueCapacity: opts.limits?.postrunQueueCapacity ?? maxPost,
     keepAliveMs: Math.max(200, Math.floor(infraOpts.dispatchAckWaitMs / 3)),
+    sharedInitRun: opts.limits?.sharedInitRun ?? false,
   };
   limitsRef = limits;
   const pipeline = new Pipeline(g, infra, new TaskStore(infra.tasks), limits, log);

@@ -36,6 +36,13 @@ export interface StageLimits {
   postrunQueueCapacity: number;
   /** Interval of `working()` while a session is held (well below the consumer's ack_wait). */
   keepAliveMs: number;
+  /**
+   * INIT and RUN share the RUNNING workers: a session takes a RUN worker
+   * before its INIT and keeps it to the end of its agent run (no INIT pool,
+   * no READY queue). Unstaged, as a single worker pool would run it; the
+   * default (false) stages them.
+   */
+  sharedInitRun?: boolean;
 }
 
 interface Hold {
@@ -97,7 +104,7 @@ export class Pipeline {
   async pullLoop(consumer: Consumer, signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       try {
-        await Stage.room([this.#init, this.#run, this.#post], signal);
+        await Stage.room(this.limits.sharedInitRun ? [this.#run, this.#post] : [this.#init, this.#run, this.#post], signal);
         const msg = await consumer.next({ expires: 1000 });
         if (!msg) continue;
         if (signal.aborted) {
@@ -161,7 +168,8 @@ export class Pipeline {
    * (which tears it down and reports).
    */
   async #stages(session: SessionAttempt, hold: Hold): Promise<SessionResult> {
-    hold.release = await this.#init.enter();
+    const shared = this.limits.sharedInitRun === true;
+    hold.release = await (shared ? this.#run : this.#init).enter();
     /** Lets go of the current stage: called once the session has its place in the next one. */
     const handOff = () => {
       const h = hold.release;
@@ -172,7 +180,8 @@ export class Pipeline {
       const refused = await this.#taskRefusal(session.dispatch.task_id);
       if (refused) session.cancel(refused);
       if (!session.abort.signal.aborted) await session.init();
-      if (!session.failed) {
+      if (!session.failed && shared) await session.run(); // the RUN worker taken before INIT
+      else if (!session.failed) {
         const releaseRun = await this.#run.enter(session.abort.signal, handOff).catch(() => undefined); // cancelled while READY: POSTRUN reports it
         if (releaseRun) {
           hold.release = releaseRun;
