@@ -33,6 +33,8 @@ export const LIMITS = {
   num_samples: 10_000,
   /** Longest budget in seconds (7 days). */
   timeoutSeconds: 604_800,
+  /** Nesting depth of a model call's body at the proxy (messages, content blocks, tool schemas). */
+  proxyBodyDepth: 128,
 } as const;
 
 /** Depth and size of a JSON-like value, walked without recursion (a deep value cannot overflow the stack). */
@@ -641,6 +643,8 @@ export type EvalReply = z.infer<typeof EvalReply>;
 // ---------------------------------------------------------------- API envelopes
 
 export const TaskRef = z.object({ task_id: Id });
+/** One session of a task (the dashboard's trace view). */
+export const SessionRef = TaskRef.extend({ session_id: Id });
 /** `polar.api.task.get`: a status poll; SessionResults only on request, one page at a time. */
 export const TaskGet = TaskRef.extend({
   with_results: z.boolean().default(false),

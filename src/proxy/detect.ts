@@ -7,6 +7,8 @@ import type { IncomingHttpHeaders } from "node:http";
 import type { Json } from "./chat-types.ts";
 import type { ApiType } from "./dialect.ts";
 import { decodeSegment } from "../util/uri.ts";
+import { PolarError } from "../protocol/errors.ts";
+import { LIMITS } from "../protocol/schemas.ts";
 
 export type Operation = "generate" | "count_tokens" | "list_models" | "get_model";
 
@@ -25,7 +27,11 @@ export interface Route {
 /** A route whose model segment is decoded, or carries the decoding error. */
 function withModel(route: Route, raw: string): Route {
   try {
-    return { ...route, pathModel: decodeSegment(raw, "the model in the path") };
+    const pathModel = decodeSegment(raw, "the model in the path");
+    if (pathModel.length > LIMITS.nameChars) {
+      throw new PolarError("validation", `the model in the path is longer than the limit of ${LIMITS.nameChars} characters`);
+    }
+    return { ...route, pathModel };
   } catch (err) {
     return { ...route, pathError: err as Error };
   }

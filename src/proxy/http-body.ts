@@ -6,6 +6,7 @@
 import type { IncomingMessage } from "node:http";
 import { brotliDecompressSync, gunzipSync, inflateSync } from "node:zlib";
 import type { PolarError } from "../protocol/errors.ts";
+import { LIMITS, shapeOf } from "../protocol/schemas.ts";
 import { isObject, type Json } from "./chat-types.ts";
 import { proxyError } from "./errors.ts";
 
@@ -88,5 +89,13 @@ export function parseJsonObject(buf: Buffer): Json {
     throw proxyError("validation", `the request body is not valid JSON: ${(err as Error).message}`);
   }
   if (!isObject(v)) throw proxyError("validation", "the request body must be a JSON object");
+  // Converting and forwarding walk the body recursively: bound it before anything else does.
+  if (shapeOf(v, LIMITS.proxyBodyDepth).depth > LIMITS.proxyBodyDepth) {
+    throw proxyError("validation", `the request body is nested deeper than the limit of ${LIMITS.proxyBodyDepth} levels`);
+  }
+  // The model name is echoed in answers and stored in every record.
+  if (typeof v.model === "string" && v.model.length > LIMITS.nameChars) {
+    throw proxyError("validation", `model is longer than the limit of ${LIMITS.nameChars} characters`, { param: "model" });
+  }
   return v;
 }

@@ -11,6 +11,7 @@ import {
   EvaluatorNodeInfo,
   GatewayNodeInfo,
   SessionDispatch,
+  SessionRef,
   SessionResult,
   TaskGet,
   TaskRequest,
@@ -252,6 +253,7 @@ export class TaskService {
 
   /** One session's SessionResult, or not_found. */
   async sessionResult(taskId: string, sessionId: string): Promise<SessionResult> {
+    validate(SessionRef, { task_id: taskId, session_id: sessionId }, "session reference");
     const h = await this.d.store.get(taskId);
     const ids = parseSessionId(sessionId);
     const s = h && ids && ids.run === h.run ? (await this.d.store.getSession(taskId, ids.run, ids.index))?.entry : undefined;

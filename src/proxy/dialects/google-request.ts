@@ -43,6 +43,10 @@ function check(body: Json): void {
     });
   }
   if (body.tools !== undefined) c.array(body.tools, "tools");
+  const gc = field(body, "generationConfig", "generation_config");
+  if (gc !== undefined && gc !== null && c.object(gc, "generationConfig")) {
+    for (const [camel, snake] of GEN_MAP) c.optNumber(field(gc, camel, snake), `generationConfig.${camel}`);
+  }
   c.done();
 }
 
