@@ -1,6 +1,7 @@
 /** Pieces every backend shares: errors, the base environment, tools paths, limits. */
 import { PolarError } from "../protocol/errors.ts";
 import type { RuntimeSpec } from "../protocol/schemas.ts";
+import { OWNER_LABEL, ownerMarker } from "./owner.ts";
 
 /** Where the tools cache (pinned harness CLIs and a Node runtime) appears inside a sandbox. */
 export const TOOLS_MOUNT = "/opt/polar-tools";
@@ -43,9 +44,9 @@ export function limitsOf(spec: RuntimeSpec): Limits {
   return { cpus: spec.cpus ?? undefined, memoryMb: spec.memory_mb ?? undefined, pids: spec.pids_limit ?? undefined };
 }
 
-/** Sandbox labels: who owns a sandbox, so a reaper can find what a gateway left behind. */
+/** Sandbox labels: who owns a sandbox (gateway id and owner process), so a reaper can find what a gateway left behind. */
 export function labelsOf(ctx: { gatewayId: string; sessionId: string }): Record<string, string> {
-  return { "polar.managed": "true", "polar.gateway": ctx.gatewayId, "polar.session": ctx.sessionId };
+  return { "polar.managed": "true", "polar.gateway": ctx.gatewayId, "polar.session": ctx.sessionId, [OWNER_LABEL]: ownerMarker() };
 }
 
 /** Delay before retry `attempt` (1-based): min(backoff * 2^(attempt-1), 5) seconds, in ms. */

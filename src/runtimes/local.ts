@@ -17,6 +17,7 @@ import { bwrapArgv, probeBwrapCached, which } from "./bwrap.ts";
 import { createCgroup, hasLimits, type SessionCgroup } from "./cgroups.ts";
 import { FORWARDER_PORT, baseEnv, limitsOf, runtimeError } from "./common.ts";
 import { assertInside, copyPath, hostPath, readHostFile, writeHostFile } from "./local-files.ts";
+import { OWNER_ENV, ownerMarker } from "./owner.ts";
 import { GATEWAY_MARKER_ENV, MARKER_ENV, killMarkedAndWait, killTree, runProcess } from "./process.ts";
 import { ExecStatsRecorder, timed } from "./stats.ts";
 import { REPO_ROOT } from "../tools/paths.ts";
@@ -115,7 +116,7 @@ export class LocalRuntime implements Runtime {
       this.#assertUsable();
       const cwd = opts.cwd ? hostPath(this.workdir, opts.cwd) : this.workdir;
       if (!existsSync(cwd)) return missingCwd(cwd);
-      const env = baseEnv({ home: this.home, tools: this.#ctx.toolsDir, tmp: this.#tmp }, this.#spec.env, opts.env, { [MARKER_ENV]: this.id, [GATEWAY_MARKER_ENV]: this.#ctx.gatewayId });
+      const env = baseEnv({ home: this.home, tools: this.#ctx.toolsDir, tmp: this.#tmp }, this.#spec.env, opts.env, { [MARKER_ENV]: this.id, [GATEWAY_MARKER_ENV]: this.#ctx.gatewayId, [OWNER_ENV]: ownerMarker() });
       const signal = opts.signal ? AbortSignal.any([opts.signal, this.#abort.signal]) : this.#abort.signal;
       let pid: number | undefined;
       try {

@@ -106,6 +106,25 @@ export function markedProcesses(name: string, value: string): number[] {
   return out;
 }
 
+/** Live processes whose environment sets `name`, with its value. */
+export function processesWithEnv(name: string): Array<{ pid: number; value: string }> {
+  const key = Buffer.from(`\0${name}=`);
+  const out: Array<{ pid: number; value: string }> = [];
+  for (const e of safeReaddir("/proc")) {
+    if (!/^\d+$/.test(e) || Number(e) === process.pid) continue;
+    try {
+      const env = Buffer.concat([Buffer.from([0]), readFileSync(`/proc/${e}/environ`), Buffer.from([0])]);
+      const at = env.indexOf(key);
+      if (at < 0) continue;
+      const start = at + key.length;
+      out.push({ pid: Number(e), value: env.subarray(start, env.indexOf(0, start)).toString() });
+    } catch {
+      // exited, or not ours to read
+    }
+  }
+  return out;
+}
+
 /** SIGKILLs every process marked with `name=value`; returns how many it found. */
 export function killMarked(name: string, value: string): number {
   const pids = markedProcesses(name, value);
