@@ -273,6 +273,8 @@ export const SessionDispatch = z.object({
   /** Extensions. */
   sample_index: z.number().int().min(0).default(0),
   created_at: z.string().optional(),
+  /** When `queue_timeout_seconds` runs out (ISO): a gateway does not start a first delivery pulled after it. */
+  queue_deadline_at: z.string().nullable().optional(),
   max_policy_lag: MaxPolicyLag,
 });
 export type SessionDispatch = z.infer<typeof SessionDispatch>;

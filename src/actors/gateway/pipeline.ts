@@ -64,6 +64,7 @@ export class Pipeline {
     private readonly tasks: TaskStore,
     private readonly limits: StageLimits,
     private readonly log: Logger,
+    private readonly now: () => number = Date.now,
   ) {
     this.#init = new Stage({ name: "INIT", workers: limits.maxInitWorkers, queue: limits.initQueueCapacity, whenFull: "wait" });
     this.#run = new Stage({ name: "RUNNING", workers: limits.maxRunWorkers, queue: limits.readyCapacity, whenFull: "wait" });
@@ -132,7 +133,7 @@ export class Pipeline {
     keepAlive.unref();
     try {
       const dispatch = await this.#decode(msg);
-      if (!dispatch) return;
+      if (!dispatch || this.#pastQueueDeadline(dispatch, msg)) return;
       /** The stage worker the session holds (POSTRUN lets go of it while an evaluator actor works). */
       const hold: Hold = {};
       const session = new SessionAttempt(dispatch, msg.info.deliveryCount, this.g, {
@@ -223,6 +224,18 @@ export class Pipeline {
       msg.term();
       return undefined;
     }
+  }
+
+  /**
+   * A first delivery pulled after its `queue_timeout_seconds` ran out is not
+   * started (the supervisor records its TIMEOUT): dropped from the queue. A
+   * redelivery is an attempt that did start, which its session budget governs.
+   */
+  #pastQueueDeadline(d: SessionDispatch, msg: JsMsg): boolean {
+    if (!d.queue_deadline_at || msg.info.deliveryCount > 1 || this.now() <= Date.parse(d.queue_deadline_at)) return false;
+    this.log.warn({ session_id: d.session_id, queue_deadline_at: d.queue_deadline_at }, "not starting a session pulled after its queue_timeout_seconds");
+    msg.term();
+    return true;
   }
 
   /** Why a session of this task must not start (cancelled or early-stopped task), or null. */

@@ -64,6 +64,13 @@ async function sweepLeases(c: SweepContext): Promise<void> {
   }
 }
 
+/**
+ * How long past a queue deadline the sweep waits before it records TIMEOUT:
+ * a gateway refuses a session pulled after the deadline, so this only covers
+ * one pulled just before it whose lease is not written yet.
+ */
+export const QUEUE_GRACE_MS = 3000;
+
 /** Tasks with `queue_timeout_seconds`: sessions no gateway started in time get TIMEOUT. */
 async function sweepQueued(c: SweepContext): Promise<void> {
   const now = (c.now ?? Date.now)();
@@ -72,7 +79,7 @@ async function sweepQueued(c: SweepContext): Promise<void> {
       const h = await c.store.get(taskId);
       if (!h || (h.status !== "running" && h.status !== "cancelling")) continue;
       const q = h.request.queue_timeout_seconds;
-      if (q == null || now < Date.parse(h.created_at) + q * 1000) continue;
+      if (q == null || now < Date.parse(h.created_at) + q * 1000 + QUEUE_GRACE_MS) continue;
       for await (const s of c.store.sessions(h)) {
         if (TERMINAL_STATUSES.has(s.status) || c.live.has(s.session_id)) continue;
         const lease = await withRetry(() => c.infra.leases.get(leaseKey(s.session_id)), { log: c.log });

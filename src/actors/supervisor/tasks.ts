@@ -101,6 +101,7 @@ export class TaskService {
         metadata,
         sample_index: i,
         created_at: h.created_at,
+        queue_deadline_at: t.queue_timeout_seconds == null ? null : new Date(Date.parse(h.created_at) + t.queue_timeout_seconds * 1000).toISOString(),
         max_policy_lag: t.max_policy_lag ?? null,
       });
       await withRetry(() => publishDurable(this.d.infra, SUBJECTS.dispatch(t.pool), dispatch, session_id), { log: this.d.log, what: "dispatch" });
