@@ -7,13 +7,19 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { HttpTransport } from "./http-transport.ts";
 import { TaskHandle } from "./handle.ts";
 import { NatsTransport } from "./nats-transport.ts";
+import { readAllSessions } from "./status-pages.ts";
 import type { Transport } from "./transport.ts";
 import type { InferenceReply, TaskRequestInput } from "../protocol/schemas.ts";
 
+/**
+ * `timeoutMs`: each task API request (default 30 s). `statusPageSize`: session
+ * summaries per status request when the client reads a task's sessions
+ * (default 1,000, at most 10,000; over NATS also no more than fit in one message).
+ */
 export type ConnectOptions =
-  | { nats: string; api?: never; name?: string; timeoutMs?: number; auth?: NatsAuth }
-  | { api: string; nats?: never; token?: string }
-  | { connection: NatsConnection; timeoutMs?: number };
+  | { nats: string; api?: never; name?: string; timeoutMs?: number; auth?: NatsAuth; statusPageSize?: number }
+  | { api: string; nats?: never; token?: string; timeoutMs?: number; statusPageSize?: number }
+  | { connection: NatsConnection; timeoutMs?: number; statusPageSize?: number };
 
 export class PolarClient {
   readonly #t: Transport;
@@ -26,7 +32,7 @@ export class PolarClient {
   static async connect(opts: ConnectOptions): Promise<PolarClient> {
     if ("connection" in opts && opts.connection) return new PolarClient(new NatsTransport(opts.connection, opts));
     if ("nats" in opts && opts.nats) return new PolarClient(await NatsTransport.connect(opts.nats, opts));
-    if ("api" in opts && opts.api) return new PolarClient(new HttpTransport(opts.api, opts.token));
+    if ("api" in opts && opts.api) return new PolarClient(new HttpTransport(opts.api, opts));
     throw new TypeError("PolarClient.connect needs { nats } or { api }");
   }
 
@@ -38,7 +44,7 @@ export class PolarClient {
 
   /** A handle on an existing task (also one that finished long ago); unknown ids reject with `not_found`. */
   async task(taskId: string): Promise<TaskHandle> {
-    const st = await this.#t.get(taskId);
+    const st = await readAllSessions(this.#t, taskId, { pageSize: this.#t.statusPageSize });
     return new TaskHandle(this.#t, st.task_id, st.total_sessions, st.sessions);
   }
 

@@ -1,6 +1,7 @@
 /** A submitted task, from the trainer's side: its results, traces, GRPO group, cancel. */
 import type { SessionSummary, TaskStatus } from "../protocol/schemas.ts";
 import { buildGroup } from "./grpo.ts";
+import { readAllSessions } from "./status-pages.ts";
 import type { Transport } from "./transport.ts";
 import type { Group, ResultMessage, StreamOptions, TraceMessage } from "./types.ts";
 
@@ -25,21 +26,25 @@ export class TaskHandle {
     if (sessions) this.#sessions = Promise.resolve(sessions);
   }
 
-  /** The sessions of this run of the task (one status read, kept). */
-  #sessionIds(): Promise<string[]> {
-    this.#sessions ??= this.#t.get(this.taskId).then((st) => st.sessions);
+  /** The sessions of this run of the task (read once, every status page, and kept). */
+  #sessionIds(signal?: AbortSignal): Promise<string[]> {
+    this.#sessions ??= this.#readAll({ signal }).then((st) => st.sessions);
     this.#sessions.catch(() => (this.#sessions = undefined));
     return this.#sessions.then((ss) => ss.map((s) => s.session_id));
   }
 
-  /** The task's status now (session summaries; see the API for what it inlines). */
-  status(): Promise<TaskStatus> {
-    return this.#t.get(this.taskId);
+  #readAll(opts: { first?: TaskStatus; signal?: AbortSignal } = {}): Promise<TaskStatus> {
+    return readAllSessions(this.#t, this.taskId, { pageSize: this.#t.statusPageSize, ...opts });
+  }
+
+  /** The task's status now with every session summary (read page by page; `offset` 0, `limit` the session count). */
+  status(opts: { signal?: AbortSignal } = {}): Promise<TaskStatus> {
+    return this.#readAll(opts);
   }
 
   /** Each session's SessionResult as it lands (replayed for a finished task); ends after the last. */
   async *results(opts: StreamOptions = {}): AsyncGenerator<ResultMessage> {
-    yield* this.#t.results(this.taskId, await this.#sessionIds(), opts);
+    yield* this.#t.results(this.taskId, await this.#sessionIds(opts.signal), opts);
   }
 
   /**
@@ -48,7 +53,7 @@ export class TaskHandle {
    * for a running one. Ends when every session has reported and all its traces passed.
    */
   async *traces(opts: StreamOptions = {}): AsyncGenerator<TraceMessage> {
-    yield* this.#t.traces(this.taskId, await this.#sessionIds(), opts);
+    yield* this.#t.traces(this.taskId, await this.#sessionIds(opts.signal), opts);
   }
 
   /** Resolves once every session has ended: each session's traces, reward, status and advantage. */
@@ -67,19 +72,21 @@ export class TaskHandle {
 
   /**
    * Every session has reported once the traces end; the supervisor records the
-   * last results moments later. Reads the status until it is final.
+   * last results moments later. Reads the first status page until the task is
+   * final, then the other pages.
    */
   async #finalStatus(signal?: AbortSignal): Promise<TaskStatus> {
+    const page = { offset: 0, limit: this.#t.statusPageSize };
     for (let delay = 5; ; delay = Math.min(delay * 2, 500)) {
-      const st = await this.#t.get(this.taskId);
-      if (FINAL.has(st.status)) return st;
+      const first = await this.#t.get(this.taskId, page);
+      if (FINAL.has(first.status)) return this.#readAll({ first, signal });
       signal?.throwIfAborted();
       await new Promise((r) => setTimeout(r, delay));
     }
   }
 
-  /** Cancels the task's unfinished sessions; they end as ERROR with zeroed masks. */
-  cancel(): Promise<TaskStatus> {
-    return this.#t.cancel(this.taskId);
+  /** Cancels the task's unfinished sessions (they end as ERROR with zeroed masks); the status then, with every session. */
+  async cancel(opts: { signal?: AbortSignal } = {}): Promise<TaskStatus> {
+    return this.#readAll({ first: await this.#t.cancel(this.taskId), signal: opts.signal });
   }
 }

@@ -7,34 +7,59 @@
 import { errorFromWire, PolarError, type WireError } from "../protocol/errors.ts";
 import type { InferenceReply, SubmitReply, TaskStatus } from "../protocol/schemas.ts";
 import { readSse } from "./sse.ts";
-import type { Transport } from "./transport.ts";
+import { statusPageSize } from "./status-pages.ts";
+import type { StatusPage, Transport } from "./transport.ts";
 import type { ResultMessage, StreamOptions, TraceMessage } from "./types.ts";
 
 const MAX_RECONNECTS = 10;
 
+export interface HttpTransportOptions {
+  /** The API's bearer token (default: POLAR_API_TOKEN). */
+  token?: string;
+  /** Timeout of each task API request (ms, default 30 s); the event streams have their own reconnects. */
+  timeoutMs?: number;
+  /** Session summaries per status request (default 1,000, at most 10,000). */
+  statusPageSize?: number;
+}
+
 export class HttpTransport implements Transport {
   readonly #base: string;
   readonly #auth: Record<string, string>;
+  readonly #timeoutMs: number;
+  readonly statusPageSize: number;
 
-  /** `token`: the API's bearer token (default: POLAR_API_TOKEN). */
-  constructor(api: string, token: string | undefined = process.env.POLAR_API_TOKEN) {
+  constructor(api: string, opts: HttpTransportOptions = {}) {
     this.#base = api.replace(/\/+$/, "");
+    const token = opts.token ?? process.env.POLAR_API_TOKEN;
     this.#auth = token ? { authorization: `Bearer ${token}` } : {};
+    this.#timeoutMs = opts.timeoutMs ?? 30_000;
+    this.statusPageSize = statusPageSize(opts.statusPageSize);
   }
 
   async #json<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const url = `${this.#base}${path}`;
+    const timeout = AbortSignal.timeout(this.#timeoutMs);
     let res: Response;
+    let text: string;
     try {
-      res = await fetch(`${this.#base}${path}`, {
+      res = await fetch(url, {
         method,
         headers: body === undefined ? { ...this.#auth } : { ...this.#auth, "content-type": "application/json" },
         body: body === undefined ? undefined : JSON.stringify(body),
+        signal: timeout,
       });
+      text = await res.text();
     } catch (err) {
+      if (timeout.aborted) throw new PolarError("timeout", `no answer from ${method} ${url} within ${this.#timeoutMs} ms`, { cause: err });
       throw new PolarError("unavailable", `cannot reach the polar API at ${this.#base}: ${(err as Error).message}`, { cause: err });
     }
-    const text = await res.text();
-    const parsed = text ? JSON.parse(text) : {};
+    let parsed: unknown;
+    try {
+      parsed = text ? JSON.parse(text) : {};
+    } catch (err) {
+      if (!res.ok) throw fromHttp(res.status, undefined);
+      throw new PolarError("internal", `${method} ${url} answered HTTP ${res.status} with a body that is not JSON`, { cause: err });
+    }
     if (!res.ok) throw fromHttp(res.status, parsed);
     return parsed as T;
   }
@@ -43,8 +68,9 @@ export class HttpTransport implements Transport {
     return this.#json("POST", "/rollout/task/submit", task);
   }
 
-  get(taskId: string): Promise<TaskStatus> {
-    return this.#json("GET", `/rollout/task/${encodeURIComponent(taskId)}`);
+  get(taskId: string, page?: StatusPage): Promise<TaskStatus> {
+    const query = page ? `?offset=${page.offset}&limit=${page.limit}` : "";
+    return this.#json("GET", `/rollout/task/${encodeURIComponent(taskId)}${query}`);
   }
 
   cancel(taskId: string): Promise<TaskStatus> {

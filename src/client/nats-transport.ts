@@ -6,8 +6,17 @@ import type { InferenceReply, SubmitReply, TaskStatus } from "../protocol/schema
 import { SUBJECTS } from "../protocol/subjects.ts";
 import { TaskStreams } from "./nats-streams.ts";
 import { natsAuthFromEnv, natsConnectOptions, type NatsAuth } from "../security/nats-auth.ts";
-import type { Transport } from "./transport.ts";
+import { statusPageSize } from "./status-pages.ts";
+import type { StatusPage, Transport } from "./transport.ts";
 import type { StreamOptions } from "./types.ts";
+
+/** Room in a message for the reply envelope and the task's counters. */
+const REPLY_HEADROOM = 16 * 1024;
+/**
+ * The most one session summary takes in a status reply: its error is capped at
+ * 2,000 characters, its ids at 128; the rest is counters.
+ */
+const MAX_SUMMARY_BYTES = 2560;
 
 export interface NatsTransportOptions {
   /** Request timeout for the task API (ms). */
@@ -15,6 +24,8 @@ export interface NatsTransportOptions {
   name?: string;
   /** Credentials and TLS (default: POLAR_NATS_* from the environment). */
   auth?: NatsAuth;
+  /** Session summaries per status request (default 1,000, at most 10,000; lowered so that a page fits the server's max_payload). */
+  statusPageSize?: number;
 }
 
 export class NatsTransport implements Transport {
@@ -22,15 +33,20 @@ export class NatsTransport implements Transport {
   readonly #streams: TaskStreams;
   readonly #timeoutMs: number;
   readonly #owned: boolean;
+  readonly statusPageSize: number;
 
   constructor(nc: NatsConnection, opts: NatsTransportOptions = {}, owned = false) {
     this.nc = nc;
     this.#streams = new TaskStreams(nc);
     this.#timeoutMs = opts.timeoutMs ?? 30_000;
     this.#owned = owned;
+    // A reply larger than the server's max_payload is never delivered: the request would only time out.
+    const fits = Math.floor(((nc.info?.max_payload ?? 1024 * 1024) - REPLY_HEADROOM) / MAX_SUMMARY_BYTES);
+    this.statusPageSize = Math.max(1, Math.min(statusPageSize(opts.statusPageSize), fits));
   }
 
   static async connect(servers: string, opts: NatsTransportOptions = {}): Promise<NatsTransport> {
+    statusPageSize(opts.statusPageSize);
     try {
       const nc = await connect({ servers, name: opts.name ?? "polar-client", maxReconnectAttempts: -1, reconnectTimeWait: 250, ...natsConnectOptions(opts.auth ?? natsAuthFromEnv()) });
       return new NatsTransport(nc, opts, true);
@@ -43,8 +59,8 @@ export class NatsTransport implements Transport {
     return request<SubmitReply>(this.nc, SUBJECTS.api.submit, task, { timeoutMs: this.#timeoutMs });
   }
 
-  get(taskId: string): Promise<TaskStatus> {
-    return request<TaskStatus>(this.nc, SUBJECTS.api.get, { task_id: taskId }, { timeoutMs: this.#timeoutMs });
+  get(taskId: string, page?: StatusPage): Promise<TaskStatus> {
+    return request<TaskStatus>(this.nc, SUBJECTS.api.get, { task_id: taskId, ...page }, { timeoutMs: this.#timeoutMs });
   }
 
   cancel(taskId: string): Promise<TaskStatus> {

@@ -2,9 +2,18 @@
 import type { InferenceReply, SubmitReply, TaskStatus } from "../protocol/schemas.ts";
 import type { ResultMessage, StreamOptions, TraceMessage } from "./types.ts";
 
+/** One page of a task's session summaries, by sample index. */
+export interface StatusPage {
+  offset: number;
+  limit: number;
+}
+
 export interface Transport {
+  /** Session summaries per status request (NATS: also bounded so that a page fits in one message). */
+  readonly statusPageSize: number;
   submit(task: unknown): Promise<SubmitReply>;
-  get(taskId: string): Promise<TaskStatus>;
+  /** One status page (the API's default page without `page`). */
+  get(taskId: string, page?: StatusPage): Promise<TaskStatus>;
   cancel(taskId: string): Promise<TaskStatus>;
   /** Weight sync (`polar.api.inference.pause` / `.resume`). */
   pause(body: { timeout_seconds?: number }): Promise<InferenceReply>;
