@@ -14,12 +14,14 @@ import urllib.request
 from typing import Any, AsyncIterator
 
 from .errors import PolarError
+from .status_pages import status_page_size
 
 MAX_RECONNECTS = 10
 
 
 class HttpTransport:
-    def __init__(self, api: str, timeout: float = 30.0, token: str | None = None):
+    def __init__(self, api: str, timeout: float = 30.0, token: str | None = None, page_size: int | None = None):
+        self.status_page_size = status_page_size(page_size)
         self.base = api.rstrip("/")
         token = token if token is not None else os.environ.get("POLAR_API_TOKEN")
         self._auth = {"authorization": f"Bearer {token}"} if token else {}
@@ -33,11 +35,19 @@ class HttpTransport:
         req = urllib.request.Request(f"{self.base}{path}", data=data, method=method, headers={**self._auth, "content-type": "application/json"} if data else dict(self._auth))
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as res:
-                return json.loads(res.read() or b"{}")
+                raw = res.read()
         except urllib.error.HTTPError as err:
             raise _from_http(err.code, err.read()) from None
-        except (urllib.error.URLError, OSError) as err:
+        except (TimeoutError, urllib.error.URLError, OSError) as err:
+            if isinstance(err, TimeoutError) or isinstance(getattr(err, "reason", None), TimeoutError):
+                raise PolarError("timeout", f"no answer from {method} {self.base}{path} within {self.timeout} s") from err
             raise PolarError("unavailable", f"cannot reach the polar API at {self.base}: {err}") from err
+        except http.client.HTTPException as err:  # e.g. the connection closed mid-reply
+            raise PolarError("unavailable", f"lost the polar API at {self.base}: {err}") from err
+        try:
+            return json.loads(raw or b"{}")
+        except ValueError as err:
+            raise PolarError("internal", f"{method} {self.base}{path} answered with a body that is not JSON") from err
 
     async def _json(self, method: str, path: str, body: Any = None) -> Any:
         return await asyncio.to_thread(self._json_sync, method, path, body)
@@ -45,8 +55,11 @@ class HttpTransport:
     async def submit(self, task: dict) -> dict:
         return await self._json("POST", "/rollout/task/submit", task)
 
-    async def get(self, task_id: str) -> dict:
-        return await self._json("GET", f"/rollout/task/{urllib.parse.quote(task_id, safe='')}")
+    async def get(self, task_id: str, offset: int | None = None, limit: int | None = None) -> dict:
+        """One status page (the API's default page without ``offset``/``limit``)."""
+        page = {k: v for k, v in (("offset", offset), ("limit", limit)) if v is not None}
+        query = f"?{urllib.parse.urlencode(page)}" if page else ""
+        return await self._json("GET", f"/rollout/task/{urllib.parse.quote(task_id, safe='')}{query}")
 
     async def cancel(self, task_id: str) -> dict:
         return await self._json("DELETE", f"/rollout/task/{urllib.parse.quote(task_id, safe='')}")

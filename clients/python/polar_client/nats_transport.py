@@ -7,12 +7,19 @@ import asyncio
 import os
 
 import nats
-from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
+from nats.errors import Error as NatsError, NoRespondersError, TimeoutError as NatsTimeout
 
 from .codec import decode, encode
 from .errors import PolarError
 from .nats_streams import TaskStreams
+from .status_pages import status_page_size
 from .subjects import API_CANCEL, API_GET, API_INFERENCE_PAUSE, API_INFERENCE_RESUME, API_SUBMIT, HEADER_CONTENT_TYPE, MSGPACK
+
+
+#: Room in a message for the reply envelope and the task's counters.
+REPLY_HEADROOM = 16 * 1024
+#: The most one session summary takes in a status reply (its error is capped at 2,000 characters, its ids at 128).
+MAX_SUMMARY_BYTES = 2560
 
 
 def nats_auth(auth: dict | None) -> dict:
@@ -35,15 +42,19 @@ def nats_auth(auth: dict | None) -> dict:
 
 
 class NatsTransport:
-    def __init__(self, nc, timeout: float = 30.0, owned: bool = True):
+    def __init__(self, nc, timeout: float = 30.0, owned: bool = True, page_size: int | None = None):
         self.nc = nc
         self.timeout = timeout
         self.owned = owned
         self.streams = TaskStreams(nc)
+        # A reply larger than the server's max_payload is never delivered: the request would only time out.
+        fits = ((nc.max_payload or 1024 * 1024) - REPLY_HEADROOM) // MAX_SUMMARY_BYTES
+        self.status_page_size = max(1, min(status_page_size(page_size), fits))
 
     @classmethod
-    async def connect(cls, servers: str, timeout: float = 30.0, name: str = "polar-client-py", connect_timeout: float = 5.0, auth: dict | None = None) -> "NatsTransport":
+    async def connect(cls, servers: str, timeout: float = 30.0, name: str = "polar-client-py", connect_timeout: float = 5.0, auth: dict | None = None, page_size: int | None = None) -> "NatsTransport":
         # Reconnects forever once connected; the first connect is bounded (nats-py would retry it forever too).
+        status_page_size(page_size)
         creds = nats_auth(auth)
         try:
             nc = await asyncio.wait_for(
@@ -52,7 +63,7 @@ class NatsTransport:
             )
         except Exception as err:  # nats-py raises several types for an unreachable server; wait_for a TimeoutError
             raise PolarError("unavailable", f"cannot connect to NATS at {servers}: {err}") from err
-        return cls(nc, timeout)
+        return cls(nc, timeout, page_size=page_size)
 
     async def request(self, subject: str, body: Any) -> Any:
         try:
@@ -61,7 +72,12 @@ class NatsTransport:
             raise PolarError("unavailable", f"nothing serves {subject} (is the supervisor running?)") from err
         except NatsTimeout as err:
             raise PolarError("timeout", f"no answer on {subject} within {self.timeout} s") from err
-        reply = decode(msg.data, msg.headers)
+        except NatsError as err:  # closed, draining, or too much buffered while reconnecting
+            raise PolarError("unavailable", f"cannot send {subject}: {err}") from err
+        try:
+            reply = decode(msg.data, msg.headers)
+        except ValueError as err:  # msgpack's and json's decode errors both are ValueErrors
+            raise PolarError("internal", f"malformed reply on {subject}: {err}") from err
         if isinstance(reply, dict) and reply.get("ok") is True:
             return reply.get("data")
         if isinstance(reply, dict) and reply.get("ok") is False:
@@ -71,8 +87,10 @@ class NatsTransport:
     async def submit(self, task: dict) -> dict:
         return await self.request(API_SUBMIT, task)
 
-    async def get(self, task_id: str) -> dict:
-        return await self.request(API_GET, {"task_id": task_id})
+    async def get(self, task_id: str, offset: int | None = None, limit: int | None = None) -> dict:
+        """One status page (the API's default page without ``offset``/``limit``)."""
+        page = {k: v for k, v in (("offset", offset), ("limit", limit)) if v is not None}
+        return await self.request(API_GET, {"task_id": task_id, **page})
 
     async def cancel(self, task_id: str) -> dict:
         return await self.request(API_CANCEL, {"task_id": task_id})

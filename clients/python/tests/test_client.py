@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import subprocess
 import sys
 import textwrap
@@ -142,6 +143,68 @@ def test_cancel(stack):
             assert g.status == "cancelled"
             assert [s.status for s in g.sessions] == ["ERROR", "ERROR"]
             assert [s.reward for s in g.sessions] == [0, 0]
+
+    run(main())
+
+
+def spy_pages(client) -> list[tuple]:
+    """Records the (offset, limit) of every status request the client's transport sends."""
+    pages: list[tuple] = []
+    get = client._t.get
+
+    async def recording_get(task_id, offset=None, limit=None):
+        pages.append((offset, limit))
+        return await get(task_id, offset=offset, limit=limit)
+
+    client._t.get = recording_get
+    return pages
+
+
+def test_group_over_several_status_pages(stack):
+    """7 sessions, 3 summaries per status request: pages at offsets 0, 3 and 6;
+    group(), status(), wait() and task() hold every session exactly once."""
+    rewards = [1, 1, 0, 0, 0, 0, 0]
+    mean = sum(rewards) / 7
+    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / 7)
+
+    async def main():
+        async with await PolarClient.connect(nats=stack["nats"], status_page_size=3) as client:
+            pages = spy_pages(client)
+            g = await (await client.submit(shell_task("py-paged", 7, turns=1))).group()
+            assert g.status == "completed"
+            assert [s.sample_index for s in g.sessions] == list(range(7))
+            assert len({s.session_id for s in g.sessions}) == 7
+            assert [s.reward for s in g.sessions] == rewards
+            assert [s.advantage for s in g.sessions] == pytest.approx([(r - mean) / (std + 1e-6) for r in rewards], abs=1e-6)
+            assert [len(s.traces) for s in g.sessions] == [1] * 7
+            # The sessions before the first stream read, and the final status: three pages each.
+            assert all(limit == 3 and offset in (0, 3, 6) for offset, limit in pages)
+            assert sum(offset == 6 for offset, _ in pages) == 2
+        ids = [s.session_id for s in g.sessions]
+        for kw in ({"nats": stack["nats"]}, {"api": stack["api"]}):
+            async with await PolarClient.connect(**kw, status_page_size=3) as client:
+                pages = spy_pages(client)
+                h = await client.task("py-paged")
+                assert h.total_sessions == 7
+                st = await h.status()
+                assert [s["session_id"] for s in st["sessions"]] == ids
+                assert (st["offset"], st["limit"]) == (0, 7)
+                assert [s["session_id"] for s in (await h.wait())["sessions"]] == ids
+                again = await h.group()
+                assert [(s.session_id, s.reward, s.advantage) for s in again.sessions] == [(s.session_id, s.reward, s.advantage) for s in g.sessions]
+                assert {offset for offset, _ in pages} == {0, 3, 6}
+
+    run(main())
+
+
+def test_status_page_size_outside_bounds_is_a_validation_error(stack):
+    async def main():
+        for size in (0, 10_001, 2.5, True):
+            for kw in ({"nats": stack["nats"]}, {"api": stack["api"]}):
+                with pytest.raises(PolarError) as e:
+                    await PolarClient.connect(**kw, status_page_size=size)
+                assert e.value.code == "validation"
+                assert "status_page_size" in e.value.message
 
     run(main())
 
