@@ -94,9 +94,9 @@ export const PolarConfig = z.strictObject({
       replicas: z.number().int().min(1).max(5).default(1),
       eval_ack_wait_ms: z.number().int().min(500).default(30_000),
       eval_max_deliver: z.number().int().min(1).default(5),
-      /** Per stream/bucket (sessions, results, traces, evals, evalResults, tasks, nodes, blobs, leases, taskFlags, control): 0 = unlimited. */
+      /** Per stream/bucket (sessions, results, traces, evals, evalResults, tasks, nodes, blobs, leases, taskFlags, control), any subset: 0 = unlimited. */
       retention: z
-        .record(
+        .partialRecord(
           z.enum(["sessions", "results", "traces", "evals", "evalResults", "tasks", "nodes", "blobs", "leases", "taskFlags", "control"]),
           z.strictObject({ max_age_ms: z.number().int().min(0).optional(), max_bytes: z.number().int().min(0).optional() }),
         )
