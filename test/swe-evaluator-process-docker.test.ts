@@ -26,10 +26,13 @@ import { expectRecordsFromSim, waitTask } from "./harness-e2e-helpers.ts";
 import { dockerUnavailable } from "./helpers/docker.ts";
 import { spawnEvaluator, type EvaluatorProcess } from "./helpers/evaluator-process.ts";
 import { sweImagesMissing, sweInstance } from "./helpers/swe.ts";
-import { startTestSystem, type TestSystem } from "./helpers/system.ts";
+import { startTestSystem, TEST_INFRA, type TestSystem } from "./helpers/system.ts";
 
 const docker = new Dockerode();
 const missing = (await dockerUnavailable("swe-evaluator-process", docker)) ?? (await sweImagesMissing(docker));
+// The default dispatch ack wait: the sim tokenizing codex's long prompts shares this process with the
+// gateway, and on a loaded machine a short ack wait would redeliver the running session.
+const INFRA = { ...TEST_INFRA, dispatchAckWaitMs: 30_000 };
 const GATEWAY = `gw-swe-proc-${process.pid}`;
 const EV = (n: string) => `ev-swe-${n}-${process.pid}`;
 
@@ -66,8 +69,8 @@ describe.skipIf(missing !== undefined)("swebench_harness on evaluator processes"
     writeFileSync(config, JSON.stringify({ evaluator: { heartbeat_interval_ms: 300 }, infra: { eval_ack_wait_ms: 2000 } }));
     // Codex's system prompt and tools are long: the sim serves a long context.
     sys = await startTestSystem({ playbookPath: "config/playbooks/swe.json", maxModelLen: 131_072 });
-    await sys.startSupervisor();
-    await sys.startGateway({ nodeId: GATEWAY, evaluator: false, toolsDir: toolsDir(), workRoot: join(root, "work"), limits: { maxRunWorkers: 2 } });
+    await sys.startSupervisor({ infra: INFRA });
+    await sys.startGateway({ nodeId: GATEWAY, infra: INFRA, evaluator: false, toolsDir: toolsDir(), workRoot: join(root, "work"), limits: { maxRunWorkers: 2 } });
   }, 600_000);
 
   afterAll(async () => {
