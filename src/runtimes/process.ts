@@ -6,6 +6,7 @@
  */
 import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
+import { findMarked } from "./marked-scan.ts";
 import type { ExecResult } from "./types.ts";
 
 export interface ProcessOptions {
@@ -138,12 +139,23 @@ export function killMarked(name: string, value: string): number {
   return pids.length;
 }
 
-/** Kills every marked process, then waits (up to `timeoutMs`) until none is left; resolves with how many remain. */
+/**
+ * Kills every marked process, then waits (up to `timeoutMs`) until none is
+ * left; resolves with how many remain. The /proc passes are shared with
+ * concurrent callers (see marked-scan.ts).
+ */
 export async function killMarkedAndWait(name: string, value: string, timeoutMs = 3000): Promise<number> {
   const deadline = performance.now() + timeoutMs;
   for (;;) {
-    const left = killMarked(name, value);
-    if (left === 0 || performance.now() > deadline) return left;
+    const pids = await findMarked(name, value);
+    for (const p of pids) {
+      try {
+        process.kill(p, "SIGKILL");
+      } catch {
+        // gone
+      }
+    }
+    if (pids.length === 0 || performance.now() > deadline) return pids.length;
     await new Promise((r) => setTimeout(r, 20));
   }
 }
