@@ -1,0 +1,110 @@
+/**
+ * N concurrent sessions on one gateway process: each session is a shell loop
+ * of curl calls with think time that runs until the benchmark creates a stop
+ * file. Once all N are live (the gateway's heartbeat reports `run_inflight`
+ * >= 98% of N) the gateway's RSS and CPU are sampled for a while; RSS per live
+ * session is the rise over the idle gateway divided by the live sessions.
+ *
+ * Proxy added latency = what the client saw (curl's time_total, printed by
+ * the harness and carried in the result's stdout tail) minus the proxy's own
+ * upstream round trip (`metadata.inference_timings.upstream_ms` of the
+ * CompletionRecord with the same seq). It is everything the proxy adds:
+ * accepting the connection, auth, tokenizing, forwarding, capture.
+ */
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { SessionResult } from "../../src/protocol/schemas.ts";
+import { startCluster } from "./cluster.ts";
+import { fmt, settledRss, runBatch } from "./measure.ts";
+import { cpuSeconds, load, median, quantile, rssMb } from "./proc.ts";
+import { CALL_LOOP, CALL_UNTIL_STOPPED, counts, results, submit, systemStatus, waitAll } from "./tasks.ts";
+
+interface Sample {
+  at: number;
+  live: number;
+  rss: number;
+  cpu: number;
+  load: string;
+}
+
+export async function concurrent(n: number, small: boolean): Promise<void> {
+  const think = 10;
+  const holdS = small ? 10 : 30;
+  console.log(
+    `\n[concurrent] ${n} sessions live at once on one gateway, each a shell loop: ${think} s think time, one model call (curl), again, until released; measured for ${holdS} s once all are live (local runtime, isolation none)`,
+  );
+  const gateway = { max_init_workers: 32, max_run_workers: n, ready_capacity: 64, max_postrun_workers: 16 };
+  const c = await startCluster({ sim: ["--slots", "256", "--ttft-ms", "10"], gateway, gateways: 1 });
+  const gw = c.gateways[0];
+  const dir = await mkdtemp(join(tmpdir(), "polar-bench-stop-"));
+  const stopFile = join(dir, "stop");
+  try {
+    await runBatch(c, "warm", { command: CALL_LOOP, env: { CALLS: "1", THINK: "0" }, num_samples: 16 });
+    const idleRss = await settledRss(gw);
+    const t0 = performance.now();
+    const id = await submit(c.nc, `concurrent-${process.pid}`, { command: CALL_UNTIL_STOPPED, env: { STOP_FILE: stopFile, THINK: String(think) }, num_samples: n });
+    const samples: Sample[] = [];
+    let plateauSince: number | undefined;
+    const deadline = Date.now() + 900_000;
+    for (;;) {
+      const st = await systemStatus(c.nc).catch(() => undefined);
+      const live = st?.nodes.find((x) => x.node_id === "bench-gw-0")?.metrics?.run_inflight ?? 0;
+      const s = { at: performance.now(), live, rss: rssMb(gw.pid), cpu: cpuSeconds(gw.pid), load: load() };
+      samples.push(s);
+      if (live >= 0.98 * n) plateauSince ??= s.at;
+      if ((plateauSince !== undefined && s.at - plateauSince >= holdS * 1000) || Date.now() > deadline) break;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    const rampS = ((plateauSince ?? performance.now()) - t0) / 1000;
+    await writeFile(stopFile, "");
+    const st = await waitAll(c.nc, [id]);
+    const secs = (performance.now() - t0) / 1000;
+    const plateau = samples.filter((s) => plateauSince !== undefined && s.at >= plateauSince);
+    const maxLive = Math.max(...samples.map((s) => s.live));
+    console.log(`  ${n} sessions (${counts(st)}) in ${fmt(secs)} s: all live after ${fmt(rampS)} s; most live at once ${maxLive}; idle gateway RSS ${fmt(idleRss)} MB`);
+    if (plateau.length >= 2) {
+      const first = plateau[0];
+      const last = plateau[plateau.length - 1];
+      const live = median(plateau.map((s) => s.live));
+      const rss = median(plateau.map((s) => s.rss));
+      const cores = (last.cpu - first.cpu) / ((last.at - first.at) / 1000);
+      console.log(
+        `  while ${fmt(live, 0)} live (${fmt((last.at - first.at) / 1000)} s): gateway RSS ${fmt(rss)} MB = ${fmt(((rss - idleRss) * 1024) / live, 0)} KB per live session above idle (${fmt(rss / live, 2)} MB per session counting the whole process; goal <= 2 MB); gateway CPU ${fmt(cores * 100)}% of one core = ${fmt((cores * 100) / live, 3)}% per live session; ${plateau[plateau.length >> 1].load}`,
+      );
+    } else console.log(`  never reached ${n} live sessions (the most was ${maxLive}): no plateau to measure`);
+    const r = await results(c.nc, id, n, 10);
+    const plateauAdded = addedLatency(r);
+    console.log(
+      `  proxy added latency (client time_total - proxy upstream_ms, ${plateauAdded.length} calls, ramp and plateau): median ${fmt(median(plateauAdded), 2)} ms, p90 ${fmt(quantile(plateauAdded, 0.9), 2)} ms, p99 ${fmt(quantile(plateauAdded, 0.99), 2)} ms (goal median <= 5 ms); upstream_ms median ${fmt(median(upstreamMs(r)), 2)} ms`,
+    );
+  } finally {
+    await writeFile(stopFile, "").catch(() => undefined); // lets the sessions end if we failed midway
+    await c.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+function records(r: SessionResult) {
+  return [...(r.completion_session?.completions ?? [])].sort((a, b) => (a.seq ?? 0) - (b.seq ?? 0));
+}
+
+function upstreamMs(rs: SessionResult[]): number[] {
+  return rs.flatMap((r) => records(r).map((x) => Number((x.metadata.inference_timings as Record<string, number> | undefined)?.upstream_ms)));
+}
+
+/** Per call: client time minus the proxy's upstream time, pairing the i-th curl line with the i-th record (calls are sequential). */
+export function addedLatency(rs: SessionResult[]): number[] {
+  const out: number[] = [];
+  for (const r of rs) {
+    const tail = String(r.agent_result?.metadata?.stdout_tail ?? "");
+    const client = tail.split("\n").filter((l) => /^\d+(\.\d+)?$/.test(l.trim())).map((l) => Number(l) * 1000);
+    const recs = records(r);
+    if (client.length !== recs.length) continue; // a call that got no record (failed): not comparable
+    recs.forEach((x, i) => {
+      const up = Number((x.metadata.inference_timings as Record<string, number> | undefined)?.upstream_ms);
+      if (Number.isFinite(up)) out.push(client[i] - up);
+    });
+  }
+  return out;
+}

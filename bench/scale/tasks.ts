@@ -1,0 +1,89 @@
+/**
+ * Tasks of the scale benchmarks, submitted and followed over the NATS API as
+ * a trainer would. The harness is a shell loop of curl calls to the proxy's
+ * OpenAI chat route with think time in between (no Node start per session);
+ * curl prints each call's total time, which lands in the result's stdout tail.
+ */
+import type { NatsConnection } from "@nats-io/transport-node";
+import { request } from "../../src/nats/messages.ts";
+import type { SessionResult, SystemStatus, TaskStatus } from "../../src/protocol/schemas.ts";
+import { SUBJECTS } from "../../src/protocol/subjects.ts";
+
+/** CALLS model calls, THINK seconds of think time before each (0: none); one line per call: curl's time_total in seconds. */
+export const CALL_LOOP = [
+  `i=0; while [ "$i" -lt "$CALLS" ]; do`,
+  `[ "$THINK" = 0 ] || sleep "$THINK";`,
+  `curl -sS --fail -o /dev/null -w '%{time_total}\\n' -H "authorization: Bearer $OPENAI_API_KEY" -H 'content-type: application/json'`,
+  `-d '{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":16}' "$OPENAI_BASE_URL/chat/completions" || exit 1;`,
+  `i=$((i+1)); done`,
+].join(" ");
+
+/** Model calls every THINK s until the file STOP_FILE exists (sessions stay live until the benchmark lets them go). */
+export const CALL_UNTIL_STOPPED = [
+  `while [ ! -e "$STOP_FILE" ]; do sleep "$THINK"; [ -e "$STOP_FILE" ] && break;`,
+  `curl -sS --fail -o /dev/null -w '%{time_total}\\n' -H "authorization: Bearer $OPENAI_API_KEY" -H 'content-type: application/json'`,
+  `-d '{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":16}' "$OPENAI_BASE_URL/chat/completions" || exit 1;`,
+  `done`,
+].join(" ");
+
+export interface TaskShape {
+  command: string;
+  env?: Record<string, string>;
+  prepare?: string;
+  num_samples: number;
+}
+
+export function task(taskId: string, s: TaskShape) {
+  return {
+    task_id: taskId,
+    instruction: "Say hello.",
+    num_samples: s.num_samples,
+    timeout_seconds: 3600,
+    runtime: { backend: "local", kwargs: { isolation: "none" }, prepare: s.prepare ? [{ type: "exec", command: s.prepare }] : [] },
+    agent: { harness: "shell", custom_shell: { command: s.command, env: s.env ?? {} } },
+    evaluator: { strategy: "session_completed" },
+  };
+}
+
+export async function submit(nc: NatsConnection, taskId: string, s: TaskShape): Promise<string> {
+  const r = await request<{ task_id: string }>(nc, SUBJECTS.api.submit, task(taskId, s), { timeoutMs: 120_000 });
+  return r.task_id;
+}
+
+/** The task's counters (one session summary, no results). */
+export function poll(nc: NatsConnection, taskId: string): Promise<TaskStatus> {
+  return request<TaskStatus>(nc, SUBJECTS.api.get, { task_id: taskId, limit: 1 }, { timeoutMs: 60_000 });
+}
+
+/** Waits for every task to end; `tick` sees the number of finished sessions about every 250 ms. */
+export async function waitAll(nc: NatsConnection, taskIds: string[], tick?: (finished: number) => void, deadlineMs = 3_600_000): Promise<TaskStatus[]> {
+  const end = Date.now() + deadlineMs;
+  for (;;) {
+    const st = await Promise.all(taskIds.map((id) => poll(nc, id)));
+    tick?.(st.reduce((n, s) => n + s.completed_sessions, 0));
+    if (st.every((s) => s.status === "completed" || s.status === "failed")) return st;
+    if (Date.now() > end) throw new Error(`tasks ${taskIds.join(", ")} did not finish within ${deadlineMs} ms`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/** Every SessionResult of the task, read in pages. */
+export async function results(nc: NatsConnection, taskId: string, total: number, page = 25): Promise<SessionResult[]> {
+  const out: SessionResult[] = [];
+  for (let offset = 0; offset < total; offset += page) {
+    const st = await request<TaskStatus>(nc, SUBJECTS.api.get, { task_id: taskId, with_results: true, offset, limit: page }, { timeoutMs: 120_000 });
+    out.push(...st.results);
+  }
+  return out;
+}
+
+/** Status counts over tasks, e.g. "COMPLETED 1024". */
+export function counts(st: TaskStatus[]): string {
+  const c: Record<string, number> = {};
+  for (const s of st) for (const [k, v] of Object.entries(s.status_counts ?? {})) c[k] = (c[k] ?? 0) + v;
+  return Object.entries(c).map(([k, v]) => `${k} ${v}`).join(", ");
+}
+
+export function systemStatus(nc: NatsConnection): Promise<SystemStatus> {
+  return request<SystemStatus>(nc, SUBJECTS.api.status, {}, { timeoutMs: 30_000 });
+}
