@@ -52,7 +52,7 @@ describe.skipIf(missing !== undefined)("swebench_harness through the stack", () 
     if (root) await rm(root, { recursive: true, force: true });
   });
 
-  it("the reference-form task (swebench_harness, refresh_runtime) is accepted as is and rewarded on a local instance", async () => {
+  it("config/tasks/swe-durations.json (swebench_harness, refresh_runtime) is rewarded on a local instance by the gateway's own evaluator actor", async () => {
     const task = taskFile("durations");
     expect(task.evaluator).toMatchObject({ strategy: "swebench_harness", refresh_runtime: true });
     await request(sys.client, SUBJECTS.api.submit, task);
