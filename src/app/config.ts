@@ -70,6 +70,11 @@ const Security = z.strictObject({
     .default({ trainer: [], observer: [] }),
   /** This actor's NATS credentials and TLS (else POLAR_NATS_* from the environment). */
   nats_auth: NatsAuth.optional(),
+  /**
+   * Variables of the gateway's environment every agent gets (API keys of tools the agent calls):
+   * their values stay on the gateway host and are redacted from logs, step logs and results.
+   */
+  secret_env_names: z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name")).max(256).default([]),
 });
 
 export const PolarConfig = z.strictObject({
@@ -162,6 +167,7 @@ export function gatewayOptionsFrom(c: PolarConfig) {
     evaluator: g.evaluator.enabled ? { maxConcurrency: g.evaluator.max_concurrency } : (false as const),
     remoteEvaluation: g.remote_evaluation,
     uploadRoots: c.security.upload_roots ? [...c.security.upload_roots] : undefined,
+    secretEnvNames: [...c.security.secret_env_names],
   };
 }
 

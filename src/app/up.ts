@@ -15,6 +15,7 @@ import { startNatsServer, type NatsServerHandle } from "../nats/launcher.ts";
 import { closeNats, connectNats } from "../nats/infra.ts";
 import { startSim, type SimHandle } from "../sim/server.ts";
 import { createRegistries, specChecker } from "./registries.ts";
+import { registerSecret } from "../security/redact.ts";
 import { generateRoleUsers, serverUsersFrom, type NatsAuth } from "../security/nats-auth.ts";
 import type { Role } from "../security/nats-roles.ts";
 
@@ -72,6 +73,7 @@ export async function up(opts: UpOptions): Promise<UpHandle> {
   let natsGone = false;
   try {
     const credentials = opts.natsUrl || opts.auth === false ? undefined : generateRoleUsers();
+    if (credentials) registerSecret(...Object.values(credentials).map((c) => c.password));
     const nats = opts.natsUrl ? undefined : await startNatsServer({ auth: credentials && serverUsersFrom(credentials) });
     if (nats) {
       stack.push({ name: "nats-server", run: () => nats.stop() });

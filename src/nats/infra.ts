@@ -3,6 +3,7 @@
  * consumer, KV buckets, object store), created idempotently by whichever
  * actor starts first.
  */
+import { registerSecret } from "../security/redact.ts";
 import { connect, nanos, type NatsConnection } from "@nats-io/transport-node";
 import {
   AckPolicy,
@@ -113,6 +114,7 @@ export async function connectNats(
   /** This actor's credentials and TLS (default: POLAR_NATS_* from the environment). */
   auth: NatsAuth | undefined = natsAuthFromEnv(),
 ): Promise<NatsConnection> {
+  registerSecret(auth?.password, auth?.token);
   return connect({ servers: natsServers(servers), name, maxReconnectAttempts: -1, reconnectTimeWait: 250, ...natsConnectOptions(auth) });
 }
 

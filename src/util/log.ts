@@ -1,11 +1,13 @@
 /**
  * The one pino root; actors and sessions take child loggers. The session
- * credential is redacted. On a terminal the lines are human-readable (pino-pretty,
+ * credential is redacted, and so is every registered secret value
+ * (src/security/redact.ts) anywhere in a line. On a terminal the lines are human-readable (pino-pretty,
  * written synchronously in-process); elsewhere, or with `json`, one JSON object
  * a line.
  */
 import { pino, type Logger } from "pino";
 import pretty from "pino-pretty";
+import { redact } from "../security/redact.ts";
 
 export type { Logger };
 
@@ -26,6 +28,8 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
     name: opts.name ?? "polar",
     level,
     redact: { paths: ["credential", "*.credential", "headers.authorization", "headers['x-api-key']", "headers['x-goog-api-key']"], censor: "[redacted]" },
+    // Secret values (NATS passwords, API tokens, secret env values) wherever they appear in a line.
+    hooks: { streamWrite: (line: string) => redact(line) },
   };
   if (logFormat(opts.format, dest) === "json") return pino(options, dest as pino.DestinationStream);
   const stream = pretty({

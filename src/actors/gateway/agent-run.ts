@@ -5,6 +5,7 @@
  * through the proxy with the attempt's credential and are captured there.
  * Failures are thrown; SessionAttempt turns them into the result.
  */
+import { redact } from "../../security/redact.ts";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "pino";
@@ -87,6 +88,7 @@ function harnessContext(s: RunScope, runtime: Runtime, credential: string): Harn
     POLAR_SAMPLE_INDEX: String(d.sample_index),
     ...(runtimeSpec(s).env ?? {}),
     ...d.agent.env,
+    ...s.g.secretEnv,
   };
   return { runtime, proxyUrl: runtime.proxyUrl, credential, sessionId: d.session_id, taskId: d.task_id, env, uploadRoots: s.g.uploadRoots };
 }
@@ -103,8 +105,11 @@ async function runSteps(s: RunScope, harness: Harness, ctx: HarnessContext, agen
       signal: s.signal,
       category: "agent",
     });
-    await writeStepLogs(s, i, r.stdout, r.stderr);
-    const meta = { step: i, stdout_tail: r.stdout.slice(-LOG_TAIL), stderr_tail: r.stderr.slice(-LOG_TAIL), duration_ms: s.clock() - started };
+    // What the agent printed is kept (step logs, tails in the result): without secrets or its own credential.
+    const stdout = redact(r.stdout, [ctx.credential]);
+    const stderr = redact(r.stderr, [ctx.credential]);
+    await writeStepLogs(s, i, stdout, stderr);
+    const meta = { step: i, stdout_tail: stdout.slice(-LOG_TAIL), stderr_tail: stderr.slice(-LOG_TAIL), duration_ms: s.clock() - started };
     if (r.cancelled || s.signal.aborted) throw new PolarError("cancelled", s.cancelReason() ?? "session cancelled");
     if (r.timedOut) {
       return {

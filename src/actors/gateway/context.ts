@@ -29,6 +29,8 @@ export interface GatewayContext {
   keepSessionDirs: boolean;
   /** Host directories uploads (prepare, skills) may come from. */
   uploadRoots: readonly string[];
+  /** Operator secrets every agent gets in its environment (redacted wherever output is kept). */
+  secretEnv: Readonly<Record<string, string>>;
   /** Evaluator actors of the gateway's pool, reached through POLAR_EVALS (for remote evaluators). */
   remoteEval?: RemoteEvaluator;
   builderDeps(): BuilderDeps;

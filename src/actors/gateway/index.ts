@@ -5,6 +5,7 @@
  * metrics. Leaving: stop pulling, announce, cancel what is in flight (its
  * messages are redelivered to other gateways as new attempts), drain.
  */
+import { registerSecret, secretEnvFrom } from "../../security/redact.ts";
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { mkdir, rm } from "node:fs/promises";
@@ -70,6 +71,12 @@ export interface GatewayOptions {
    * `false`: evaluate them here, in a fresh runtime warmed up while the agent runs.
    */
   remoteEvaluation?: boolean;
+  /**
+   * Names of variables of this process's environment handed to every agent
+   * (`security.secret_env_names`): their values never travel through NATS and
+   * are redacted from logs, step logs and results.
+   */
+  secretEnvNames?: readonly string[];
 }
 
 export interface GatewayHandle extends ActorHandle {
@@ -88,6 +95,14 @@ export interface GatewayHandle extends ActorHandle {
   readonly gate: InferenceGate;
   /** The hosted evaluator actor, unless disabled. */
   readonly evaluator?: EvaluatorHandle;
+}
+
+/** The secret env values, registered for redaction; a name that is not set is said once, not invented. */
+function secretEnv(names: readonly string[], log: Logger): Record<string, string> {
+  const { values, missing } = secretEnvFrom(names);
+  registerSecret(...Object.values(values));
+  if (missing.length) log.warn({ missing }, "secret env variables named in the config are not set; agents run without them");
+  return values;
 }
 
 function cancelReason(data: Uint8Array): string {
@@ -163,6 +178,7 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
     toolsDir: opts.toolsDir ?? (existsSync(toolsDir()) ? toolsDir() : undefined),
     keepSessionDirs: opts.keepSessionDirs ?? false,
     uploadRoots: opts.uploadRoots ?? DEFAULT_UPLOAD_ROOTS,
+    secretEnv: secretEnv(opts.secretEnvNames ?? [], log),
     remoteEval: opts.remoteEvaluation === false ? undefined : remoteEvaluator(infra, pool, log),
     builderDeps: () => ({ tokenizer: (tokenizer ??= qwen3Tokenizer()) }),
     emit,

@@ -30,6 +30,7 @@ import { DEFAULT_UPLOAD_ROOTS } from "../../security/upload-roots.ts";
 import { supervisorMetrics } from "../../metrics/supervisor.ts";
 import { readControl } from "../../nats/control-state.ts";
 import { InferenceService } from "./inference.ts";
+import { registerSecret } from "../../security/redact.ts";
 import { apiTokensWithEnv, assertApiExposure, type ApiTokens } from "../../security/http-auth.ts";
 
 export interface SupervisorDeps {
@@ -70,6 +71,7 @@ export interface SupervisorHandle extends ActorHandle {
 export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOptions = {}): Promise<SupervisorHandle> {
   const log = deps.log.child({ actor: "supervisor" });
   const apiTokens = apiTokensWithEnv(opts.apiTokens);
+  registerSecret(...(apiTokens?.trainer ?? []), ...(apiTokens?.observer ?? []));
   if (opts.http) assertApiExposure(opts.http.host, apiTokens);
   const infra = await openInfra(deps.nc, opts.infra);
   await ensureResultsConsumer(infra.jsm);
