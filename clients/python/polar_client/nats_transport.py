@@ -16,6 +16,8 @@ from .status_pages import status_page_size
 from .subjects import API_CANCEL, API_GET, API_INFERENCE_PAUSE, API_INFERENCE_RESUME, API_SUBMIT, HEADER_CONTENT_TYPE, MSGPACK
 
 
+#: How long close() waits for the server to take the connection's last bytes.
+CLOSE_TIMEOUT_S = 5.0
 #: Room in a message for the reply envelope and the task's counters.
 REPLY_HEADROOM = 16 * 1024
 #: The most one session summary takes in a status reply (its error is capped at 2,000 characters, its ids at 128).
@@ -108,5 +110,16 @@ class NatsTransport:
         return self.streams.traces(task_id, session_ids, from_seq)
 
     async def close(self) -> None:
-        if self.owned and not self.nc.is_closed:
-            await self.nc.drain()
+        """Closes the connection this client opened. Not a drain: every request
+        was answered (or timed out) and every reader unsubscribed already, so
+        there is nothing in flight; and nats-py's drain flushes with a PING
+        whose PONG is forgotten when the connection drops and comes back, so
+        closing just after a drop would wait out its 10 s flush timeout."""
+        if not self.owned or self.nc.is_closed:
+            return
+        try:
+            await asyncio.wait_for(self.nc.close(), CLOSE_TIMEOUT_S)
+        except (NatsError, OSError, asyncio.TimeoutError):
+            # The socket is gone already (reset by the peer) or the peer does not take the last bytes:
+            # the transport is closed either way, only the wait for the peer is given up.
+            pass

@@ -225,8 +225,46 @@ def test_nats_connection_cut_mid_stream(stack):
                 assert len(got) == 12
                 assert len({key(m) for m in got}) == 12
                 assert len({m["seq"] for m in got}) == 12
+                # Once the client is back through the proxy, cut again before a reader starts:
+                # its consumer is created again after the reconnect.
+                deadline = asyncio.get_running_loop().time() + 60
+                while not proxy.writers:
+                    assert asyncio.get_running_loop().time() < deadline, "the client did not reconnect"
+                    await asyncio.sleep(0.05)
+                assert proxy.cut() > 0
+                again = [m async for m in h.traces()]
+                assert sorted(map(key, again)) == sorted(map(key, got))
         finally:
             await proxy.stop()
+
+    run(main())
+
+
+def test_close_right_after_the_connection_dropped(stack):
+    """close() just after the server went away (or the connection was cut, the
+    client reconnecting) closes at once instead of draining through the dead
+    socket (nats-py's drain then waits out its 10 s flush timeout); a call on
+    the closed client is a typed error."""
+    async def main():
+        host, port = stack["nats"].removeprefix("nats://").split(":")
+        for drop in ("server gone", "cut"):
+            proxy = await TcpProxy(host, int(port)).start()
+            try:
+                client = await PolarClient.connect(nats=f"nats://127.0.0.1:{proxy.port}")
+                with pytest.raises(PolarError) as e:
+                    await client.task("py-close-unknown")
+                assert e.value.code == "not_found"
+                if drop == "server gone":
+                    await proxy.stop()
+                else:
+                    assert proxy.cut() > 0
+                # A deadline well under the 10 s a drain would wait.
+                await asyncio.wait_for(client.close(), 8)
+                with pytest.raises(PolarError) as e:
+                    await client.task("py-close-unknown")
+                assert (e.value.code, e.value.retryable) == ("unavailable", True)
+            finally:
+                await proxy.stop()
 
     run(main())
 
