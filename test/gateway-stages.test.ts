@@ -8,11 +8,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { request } from "../src/nats/messages.ts";
 import { SUBJECTS } from "../src/protocol/subjects.ts";
-import { shellTask, waitTaskDone } from "./helpers/gateway.ts";
+import { ONE_CALL, shellTask, waitTaskDone } from "./helpers/gateway.ts";
 import { startTestSystem, type TestSystem } from "./helpers/system.ts";
 
-/** One model call through the proxy (curl starts in milliseconds, so RUN is fast and POSTRUN the bottleneck). */
-const ONE_CALL = `curl -sf -o /dev/null -H "authorization: Bearer $OPENAI_API_KEY" -H 'content-type: application/json' -d '{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":8}' "$OPENAI_BASE_URL/chat/completions"`;
+// ONE_CALL: curl starts in milliseconds, so RUN is fast and POSTRUN the bottleneck.
 
 describe("gateway stages", () => {
   let sys: TestSystem;

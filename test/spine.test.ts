@@ -230,7 +230,7 @@ describe("spine: supervisor and gateway on NATS JetStream", () => {
     const st = await waitDone(sys, "restart-3");
     expect(st.status).toBe("completed");
     expect(st.results).toHaveLength(3);
-    expect(st.sessions.every((s) => s.status === "COMPLETED")).toBe(true);
+    expect(st.sessions.map((s) => [s.status, s.error])).toEqual(st.sessions.map(() => ["COMPLETED", null]));
     expect(expectTracesFromUpstream(sys, st.results)).toBe(6);
   });
 

@@ -551,6 +551,8 @@ export const NodeHeartbeat = z.object({
   metrics: NodeMetrics,
   sent_at: z.string(),
   draining: z.boolean().default(false),
+  /** The node's heartbeat interval, so a monitor knows when beats are missing. */
+  interval_ms: z.number().int().min(1).max(3_600_000).optional(),
 });
 export type NodeHeartbeat = z.infer<typeof NodeHeartbeat>;
 
@@ -786,5 +788,7 @@ export const SessionLease = z.object({
   /** Hex sha256 of the attempt's random lease token; only the holding gateway knows the token. */
   token_sha256: z.string().regex(/^[0-9a-f]{64}$/),
   updated_at: z.string(),
+  /** Reply subject of the dispatch delivery this attempt holds, so the supervisor can release it at once when the node is gone. */
+  ack_subject: z.string().max(512).optional(),
 });
 export type SessionLease = z.infer<typeof SessionLease>;

@@ -170,6 +170,11 @@ export function leaseKey(sessionId: string): string {
   return idToken("session_id", sessionId);
 }
 
+/** Key of a task's flags in `polar_task_flags`. */
+export function taskFlagsKey(taskId: string): string {
+  return taskKey(taskId);
+}
+
 /** Stream behind a KV bucket (for listing and retention). */
 export function kvStream(bucket: string): string {
   return `KV_${bucket}`;

@@ -43,3 +43,6 @@ export function shellTask(task_id: string, command: string, extra: Record<string
     ...extra,
   };
 }
+
+/** One model call through the proxy with curl (starts in milliseconds). */
+export const ONE_CALL = `curl -sf -o /dev/null -H "authorization: Bearer $OPENAI_API_KEY" -H 'content-type: application/json' -d '{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":8}' "$OPENAI_BASE_URL/chat/completions"`;

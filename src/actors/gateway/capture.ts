@@ -1,7 +1,9 @@
 /**
  * The gateway side of the proxy boundary: which credentials are live, and
  * where each session's captured completions go. Credentials are per attempt,
- * so a stale attempt's harness is refused once a newer one exists.
+ * so a stale attempt's harness is refused once a newer one exists. State is
+ * keyed by (session, attempt): a redelivered attempt arriving at a gateway that
+ * still holds the older one never shares its records.
  */
 import { randomBytes } from "node:crypto";
 import type { CompletionRecord } from "../../protocol/schemas.ts";
@@ -18,7 +20,7 @@ const CLOSED_REMEMBERED = 10_000;
 
 export class CaptureRegistry implements SessionDirectory, CaptureSink {
   readonly #byCredential = new Map<string, Entry>();
-  readonly #bySession = new Map<string, Entry>();
+  readonly #byAttempt = new Map<string, Entry>();
   readonly #closed: string[] = [];
 
   /** Registers a session attempt (inactive until `activate`) and returns its credential. */
@@ -26,26 +28,27 @@ export class CaptureRegistry implements SessionDirectory, CaptureSink {
     const credential = `sk-polar-${randomBytes(18).toString("base64url")}`;
     const entry: Entry = { session: { ...session, active: false }, records: [], credential };
     this.#byCredential.set(credential, entry);
-    this.#bySession.set(session.sessionId, entry);
+    this.#byAttempt.set(attemptKey(session.sessionId, session.attempt), entry);
     return credential;
   }
 
-  setActive(sessionId: string, active: boolean): void {
-    const e = this.#bySession.get(sessionId);
+  setActive(sessionId: string, attempt: number, active: boolean): void {
+    const e = this.#byAttempt.get(attemptKey(sessionId, attempt));
     if (e) e.session.active = active;
   }
 
-  records(sessionId: string): CompletionRecord[] {
-    return this.#bySession.get(sessionId)?.records ?? [];
+  records(sessionId: string, attempt: number): CompletionRecord[] {
+    return this.#byAttempt.get(attemptKey(sessionId, attempt))?.records ?? [];
   }
 
   /** Forgets the session; its credential then stays known but inactive (403, not 401). */
-  close(sessionId: string): void {
-    const e = this.#bySession.get(sessionId);
+  close(sessionId: string, attempt: number): void {
+    const key = attemptKey(sessionId, attempt);
+    const e = this.#byAttempt.get(key);
     if (!e) return;
     e.session.active = false;
     e.records = [];
-    this.#bySession.delete(sessionId);
+    this.#byAttempt.delete(key);
     this.#closed.push(e.credential);
     if (this.#closed.length > CLOSED_REMEMBERED) this.#byCredential.delete(this.#closed.shift()!);
   }
@@ -55,8 +58,12 @@ export class CaptureRegistry implements SessionDirectory, CaptureSink {
   }
 
   async record(sessionId: string, record: CompletionRecord): Promise<void> {
-    const e = this.#bySession.get(sessionId);
+    const e = typeof record.attempt === "number" ? this.#byAttempt.get(attemptKey(sessionId, record.attempt)) : undefined;
     if (!e || !e.session.active) throw new Error(`session ${sessionId} is not running`);
     e.records.push(record);
   }
+}
+
+function attemptKey(sessionId: string, attempt: number): string {
+  return `${sessionId}\n${attempt}`;
 }

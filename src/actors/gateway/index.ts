@@ -23,7 +23,6 @@ import { startProxy } from "../../proxy/server.ts";
 import type { ProxyOptions } from "../../proxy/types.ts";
 import { qwen3Tokenizer } from "../../tokenizer/qwen3.ts";
 import { actorHandle, type ActorHandle } from "../lifecycle.ts";
-import { TaskStore } from "../supervisor/task-store.ts";
 import { CaptureRegistry } from "./capture.ts";
 import type { GatewayContext, GatewayRegistries } from "./context.ts";
 import { Pipeline, type StageLimits } from "./pipeline.ts";
@@ -47,7 +46,10 @@ export interface GatewayDeps {
 export interface GatewayOptions {
   nodeId?: string;
   pool?: string;
-  limits?: Partial<Omit<StageLimits, "keepAliveMs">>;
+  /** Stage capacities; `keepAliveMs` (default ack_wait / 3) is how often a held session is kept alive and its lease renewed. */
+  limits?: Partial<Omit<StageLimits, "ackWaitMs" | "leaseStaleMs" | "publishRetryMs">>;
+  /** How long a finished session's result publish is retried through a NATS outage (default 15 min). */
+  publishRetryMs?: number;
   heartbeatIntervalMs?: number;
   proxy: Partial<ProxyOptions> & Pick<ProxyOptions, "upstreams">;
   /** Used when a task names no runtime. */
@@ -202,11 +204,16 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
     initQueueCapacity: opts.limits?.initQueueCapacity ?? 0,
     readyCapacity: opts.limits?.readyCapacity ?? maxRun,
     postrunQueueCapacity: opts.limits?.postrunQueueCapacity ?? maxPost,
-    keepAliveMs: Math.max(200, Math.floor(infraOpts.dispatchAckWaitMs / 3)),
+    keepAliveMs: opts.limits?.keepAliveMs ?? Math.max(200, Math.floor(infraOpts.dispatchAckWaitMs / 3)),
+    ackWaitMs: infraOpts.dispatchAckWaitMs,
+    leaseStaleMs: 0,
+    publishRetryMs: opts.publishRetryMs ?? 15 * 60_000,
     sharedInitRun: opts.limits?.sharedInitRun ?? false,
   };
+  // A live holder renews at every keep-alive: three missed renewals and the lease may be taken over.
+  limits.leaseStaleMs = Math.max(2000, 3 * limits.keepAliveMs);
   limitsRef = limits;
-  const pipeline = new Pipeline(g, infra, new TaskStore(infra.tasks), limits, log);
+  const pipeline = new Pipeline(g, infra, limits, log);
 
   pipelineRef = pipeline;
   const nodeMetrics = (): NodeMetrics => {
@@ -251,7 +258,7 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
     if (beating) return; // skip a tick while the last one runs
     beating = true;
     try {
-      const hb: NodeHeartbeat = { node_id: nodeId, metrics: nodeMetrics(), sent_at: new Date().toISOString(), draining: stopping };
+      const hb: NodeHeartbeat = { node_id: nodeId, metrics: nodeMetrics(), sent_at: new Date().toISOString(), draining: stopping, interval_ms: heartbeatMs };
       deps.nc.publish(SUBJECTS.heartbeat(nodeId), encode(hb));
       await infra.nodes.put(nodeKey(nodeId), encode(info()));
     } catch (err) {
@@ -264,6 +271,11 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
   emit("node.joined", { node_id: nodeId, pool });
   const hbTimer = setInterval(() => void beat(), heartbeatMs * (0.9 + Math.random() * 0.2));
   hbTimer.unref();
+
+  // After an outage every node was silent: the pipeline counts silences from the reconnection.
+  void (async () => {
+    for await (const st of deps.nc.status()) if (st.type === "reconnect") pipeline.reconnected();
+  })().catch((err) => log.debug({ err: errorMessage(err) }, "NATS status stream ended"));
 
   // A gateway that lost NATS for good cannot ack: its sessions will run elsewhere, so stop them here.
   void deps.nc.closed().then(() => pipeline.cancelAll("gateway lost its NATS connection", true));

@@ -45,8 +45,6 @@ export interface AttemptOptions {
   clock?: Clock;
   /** The POSTRUN evaluation call (default: the in-process evaluator). */
   evaluate?: Evaluate;
-  /** The raw lease token of this attempt, carried on its result. */
-  leaseToken?: string;
   /** Remote-capable evaluations with `refresh_runtime` go to evaluator actors (no fresh runtime here then). */
   remoteEvaluation?: boolean;
 }
@@ -57,6 +55,8 @@ export class SessionAttempt {
   status: SessionStatus = "REGISTERED";
   /** Set when the gateway leaves: the session goes back to the queue instead of reporting. */
   requeue = false;
+  /** The raw token of this attempt's lease, carried on its result. */
+  leaseToken?: string;
   readonly #g: GatewayContext;
   readonly #log: Logger;
   readonly #clock: Clock;
@@ -160,13 +160,13 @@ export class SessionAttempt {
     this.setStatus("RUNNING");
     const spec = this.dispatch.evaluator;
     if (spec?.refresh_runtime && !(this.#opts.remoteEvaluation && routesToActors(this.#g, spec))) (this.#fresh = new FreshEvalRuntime(this.#scope())).start();
-    this.#g.capture.setActive(this.id, true);
+    this.#g.capture.setActive(this.id, this.attempt, true);
     try {
       this.#agent = await runHarness(this.#scope(), this.#runtime, this.#credential);
     } catch (err) {
       this.#fail(err, "agent run failed");
     } finally {
-      this.#g.capture.setActive(this.id, false);
+      this.#g.capture.setActive(this.id, this.attempt, false);
       this.#mark("runDone");
     }
   }
@@ -175,7 +175,7 @@ export class SessionAttempt {
   async postrun(): Promise<SessionResult> {
     this.#mark("postStart");
     this.setStatus("POST_RUN");
-    const session = completionSession(this.dispatch, this.attempt, this.#g.capture.records(this.id));
+    const session = completionSession(this.dispatch, this.attempt, this.#g.capture.records(this.id, this.attempt));
     const trajectory = this.#build(session);
     const evalTimedOut = applyEvalFailure(trajectory, await this.#evaluate(trajectory), this.dispatch.evaluator?.strategy ?? "");
     maskIncomplete(trajectory, { agentResult: this.#agent, evalTimedOut });
@@ -194,7 +194,7 @@ export class SessionAttempt {
       failure: this.#failure,
       agent: this.#agent,
       session,
-      leaseToken: this.#opts.leaseToken,
+      leaseToken: this.leaseToken,
     });
     Object.assign(result.timing, this.#fresh?.timing(), this.#evalTiming);
     return result;
@@ -253,7 +253,7 @@ export class SessionAttempt {
   }
 
   async #teardown(): Promise<void> {
-    this.#g.capture.close(this.id);
+    this.#g.capture.close(this.id, this.attempt);
     try {
       await this.#runtime?.stop();
     } catch (err) {

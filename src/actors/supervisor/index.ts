@@ -25,6 +25,7 @@ import { TaskStore, type SessionEntry, type TaskHeader } from "./task-store.ts";
 import { recover, sweep } from "./sweep.ts";
 import { TaskService, type LiveState, type SpecChecker } from "./tasks.ts";
 import { submitChecks } from "./admission.ts";
+import { startNodeMonitor, type LivenessOptions } from "./node-monitor.ts";
 import { DEFAULT_CALLBACK_POLICY, type CallbackPolicy } from "../../security/callback-policy.ts";
 import { DEFAULT_UPLOAD_ROOTS } from "../../security/upload-roots.ts";
 import { supervisorMetrics } from "../../metrics/supervisor.ts";
@@ -52,10 +53,16 @@ export interface SupervisorOptions {
   /** Sessions with no result this long after their lease's deadline are given a TIMEOUT result. */
   resultGraceMs?: number;
   sweepIntervalMs?: number;
-  /** Refuse gateway results for sessions that hold no lease (default false: leases are verified whenever present). */
+  /**
+   * Refuse gateway results for sessions that hold no lease (default true: every gateway takes the
+   * session's lease before it runs an attempt). `false` accepts unleased results (gateways older
+   * than leases); a lease, when present, is verified either way.
+   */
   requireLease?: boolean;
   /** Results consumer: deliveries of one result before it is recorded as ERROR (at most 10), first retry delay. */
   results?: { maxDeliver?: number; retryBaseMs?: number };
+  /** When a gateway whose heartbeats stopped is taken for gone (its sessions are then released at once). */
+  liveness?: Partial<LivenessOptions> & { checkEveryMs?: number };
 }
 
 export interface SupervisorHandle extends ActorHandle {
@@ -164,6 +171,20 @@ export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOpti
     if (!abort.signal.aborted) log.error({ err }, "results consumer stopped");
   });
 
+  const monitor = startNodeMonitor(
+    {
+      nc: deps.nc,
+      infra,
+      log,
+      emit,
+      // Its sessions wait for redelivery now: they no longer show the gone node's stage.
+      onGone: (nodeId) => {
+        for (const [sid, st] of live) if (st.node_id === nodeId && !TERMINAL_STATUSES.has(st.status)) live.set(sid, { status: "REGISTERED", attempt: st.attempt, node_id: null });
+      },
+    },
+    opts.liveness,
+  );
+
   const sweepCtx = { infra, store, log, graceMs: opts.resultGraceMs ?? 120_000, live, stats };
   await recover(tasks, sweepCtx, onTaskDone);
   let sweeping = false;
@@ -191,6 +212,7 @@ export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOpti
     [
       () => server && closeServer(server),
       () => clearInterval(sweepTimer),
+      () => monitor.stop(),
       () => abort.abort(new Error("supervisor stopping")),
       () => Promise.all(subs.map((s) => s.drain())),
       () => consuming,

@@ -14,7 +14,7 @@ import { z } from "zod";
 import { decode, encode } from "../../protocol/codec.ts";
 import { errorMessage, PolarError } from "../../protocol/errors.ts";
 import { SessionSummary, TaskRequest, TaskState, type TaskFlags } from "../../protocol/schemas.ts";
-import { TASK_KEYS, taskKey } from "../../protocol/subjects.ts";
+import { TASK_KEYS, taskFlagsKey } from "../../protocol/subjects.ts";
 import { isWrongRevision, withRetry } from "../../nats/retry.ts";
 
 const Callback = z.object({ delivered: z.boolean(), attempts: z.number().int(), error: z.string().nullable() });
@@ -251,7 +251,7 @@ export class TaskStore {
   async #writeFlags(h: TaskHeader): Promise<void> {
     if (!this.#flags) return;
     const flags: TaskFlags = { task_id: h.request.task_id, status: h.status, early_stopped_at: h.early_stopped_at };
-    await this.#retry(() => this.#flags!.put(taskKey(h.request.task_id), encode(flags)));
+    await this.#retry(() => this.#flags!.put(taskFlagsKey(h.request.task_id), encode(flags)));
   }
 
   /** Removes the session entries of a replaced run (in the background: nothing reads them). */

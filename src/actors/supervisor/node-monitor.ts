@@ -1,0 +1,173 @@
+/**
+ * Reads the gateways' heartbeats and decides when a node is gone: no beat for
+ * `missedBeats` of its intervals (and at least `minSilenceMs`), counted from
+ * the later of its last beat and the monitor's own last (re)connection, so a
+ * NATS outage that silenced everybody is not taken for dead nodes. A gone
+ * node is announced (`node.left`), removed from `polar_nodes`, and its session
+ * leases are expired: each lease is deleted and the delivery it names is
+ * NAKed, so the session is redelivered at once instead of after ack_wait.
+ */
+import type { NatsConnection } from "@nats-io/transport-node";
+import type { Logger } from "pino";
+import { decode } from "../../protocol/codec.ts";
+import { errorMessage } from "../../protocol/errors.ts";
+import { NodeHeartbeat, SessionLease } from "../../protocol/schemas.ts";
+import { SUBJECTS, nodeKey, type EventKind } from "../../protocol/subjects.ts";
+import type { Infra } from "../../nats/infra.ts";
+
+export interface LivenessOptions {
+  /** Beats a node may miss before it is gone (default 3). */
+  missedBeats: number;
+  /** Never less silence than this before a node is gone (default 5000 ms: a loaded host stalls for seconds). */
+  minSilenceMs: number;
+  /** Used until a node says its interval (default 5000 ms). */
+  defaultIntervalMs: number;
+}
+
+export const DEFAULT_LIVENESS: LivenessOptions = { missedBeats: 3, minSilenceMs: 5000, defaultIntervalMs: 5000 };
+
+interface Seen {
+  last: number;
+  intervalMs: number;
+}
+
+/** The bookkeeping, with an injected clock (ms). */
+export class Liveness {
+  readonly #seen = new Map<string, Seen>();
+  #since: number;
+
+  constructor(
+    private readonly now: () => number,
+    private readonly o: LivenessOptions = DEFAULT_LIVENESS,
+  ) {
+    this.#since = now();
+  }
+
+  beat(nodeId: string, intervalMs?: number): void {
+    this.#seen.set(nodeId, { last: this.now(), intervalMs: intervalMs ?? this.#seen.get(nodeId)?.intervalMs ?? this.o.defaultIntervalMs });
+  }
+
+  /** A node that left on its own: not reported as gone. */
+  forget(nodeId: string): void {
+    this.#seen.delete(nodeId);
+  }
+
+  /** The monitor itself was cut off: silences before now say nothing about the nodes. */
+  reconnected(): void {
+    this.#since = this.now();
+  }
+
+  /** Nodes gone since the last call (each reported once). */
+  gone(): string[] {
+    const now = this.now();
+    const out: string[] = [];
+    for (const [id, s] of this.#seen) {
+      const silence = now - Math.max(s.last, this.#since);
+      if (silence > Math.max(this.o.minSilenceMs, this.o.missedBeats * s.intervalMs)) {
+        out.push(id);
+        this.#seen.delete(id);
+      }
+    }
+    return out;
+  }
+
+  get known(): string[] {
+    return [...this.#seen.keys()];
+  }
+}
+
+export interface NodeMonitorDeps {
+  nc: NatsConnection;
+  infra: Infra;
+  log: Logger;
+  emit(kind: EventKind, body: unknown): void;
+  /** Called for each gone node after its leases were expired. */
+  onGone?(nodeId: string, sessions: string[]): void;
+}
+
+export interface NodeMonitor {
+  readonly liveness: Liveness;
+  stop(): Promise<void>;
+}
+
+export function startNodeMonitor(d: NodeMonitorDeps, opts: Partial<LivenessOptions> & { checkEveryMs?: number; now?: () => number } = {}): NodeMonitor {
+  const liveness = new Liveness(opts.now ?? (() => performance.now()), { ...DEFAULT_LIVENESS, ...opts });
+  const beats = d.nc.subscribe(SUBJECTS.heartbeatAll, {
+    callback: (err, msg) => {
+      if (err) return d.log.warn({ err }, "heartbeat subscription failed");
+      const hb = NodeHeartbeat.safeParse(safeDecode(msg.data));
+      if (!hb.success) return d.log.warn({ subject: msg.subject }, "malformed heartbeat");
+      liveness.beat(hb.data.node_id, hb.data.interval_ms);
+    },
+  });
+  const left = d.nc.subscribe(SUBJECTS.event("node.left"), {
+    callback: (_err, msg) => {
+      const ev = safeDecode(msg.data) as { node_id?: unknown; reason?: unknown } | undefined;
+      // A graceful leave (no reason given by a monitor): stop watching it.
+      if (typeof ev?.node_id === "string" && ev.reason === undefined) liveness.forget(ev.node_id);
+    },
+  });
+  let stopped = false;
+  void (async () => {
+    for await (const s of d.nc.status()) {
+      if (stopped) break;
+      if (s.type === "reconnect") liveness.reconnected();
+    }
+  })().catch((err) => d.log.debug({ err: errorMessage(err) }, "status iterator ended"));
+  let checking = false;
+  const timer = setInterval(() => {
+    if (checking) return;
+    checking = true;
+    void (async () => {
+      for (const nodeId of liveness.gone()) await nodeGone(d, nodeId);
+    })()
+      .catch((err) => d.log.warn({ err: errorMessage(err) }, "node check failed"))
+      .finally(() => (checking = false));
+  }, opts.checkEveryMs ?? 500);
+  timer.unref();
+  return {
+    liveness,
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      await Promise.all([beats.drain(), left.drain()]).catch(() => undefined);
+    },
+  };
+}
+
+async function nodeGone(d: NodeMonitorDeps, nodeId: string): Promise<void> {
+  d.log.warn({ node_id: nodeId }, "node gone: its heartbeats stopped; releasing its sessions");
+  d.emit("node.left", { node_id: nodeId, reason: "heartbeats stopped" });
+  await d.infra.nodes.delete(nodeKey(nodeId)).catch((err) => d.log.warn({ err: errorMessage(err) }, "could not remove a gone node"));
+  const released = await expireLeases(d, nodeId);
+  d.onGone?.(nodeId, released);
+}
+
+/** Deletes every lease the node holds (compare-and-set) and NAKs the delivery each names. */
+export async function expireLeases(d: Pick<NodeMonitorDeps, "nc" | "infra" | "log">, nodeId: string): Promise<string[]> {
+  const kv = d.infra.leases;
+  const released: string[] = [];
+  for await (const key of await kv.keys()) {
+    const e = await kv.get(key);
+    if (!e || e.operation !== "PUT") continue;
+    const lease = SessionLease.safeParse(safeDecode(e.value));
+    if (!lease.success || lease.data.node_id !== nodeId) continue;
+    try {
+      await kv.delete(key, { previousSeq: e.revision });
+    } catch (err) {
+      d.log.debug({ err: errorMessage(err), key }, "lease changed meanwhile; left alone");
+      continue;
+    }
+    if (lease.data.ack_subject) d.nc.publish(lease.data.ack_subject, "-NAK");
+    released.push(lease.data.session_id);
+  }
+  return released;
+}
+
+function safeDecode(b: Uint8Array): unknown {
+  try {
+    return decode(b);
+  } catch {
+    return undefined; // reported by the caller as malformed
+  }
+}
