@@ -11,8 +11,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { publishDurable, request } from "../src/nats/messages.ts";
 import type { PolarError } from "../src/protocol/errors.ts";
 import { openInfra, type Infra } from "../src/nats/infra.ts";
-import { emptyTiming, type SessionResult, type SystemStatus, type TaskStatus } from "../src/protocol/schemas.ts";
-import { SUBJECTS, TASK_KEYS } from "../src/protocol/subjects.ts";
+import { encode } from "../src/protocol/codec.ts";
+import { emptyTiming, type SessionLease, type SessionResult, type SystemStatus, type TaskStatus } from "../src/protocol/schemas.ts";
+import { leaseKey, SUBJECTS, TASK_KEYS } from "../src/protocol/subjects.ts";
+import { sha256Hex } from "../src/security/result-auth.ts";
 import type { SupervisorHandle } from "../src/actors/supervisor/index.ts";
 import { startTestSystem, TEST_INFRA, type TestSystem } from "./helpers/system.ts";
 
@@ -54,9 +56,16 @@ describe("supervisor: tasks of any size", () => {
       const st = await get({ task_id: taskId, limit: 1 });
       return ["completed", "cancelled"].includes(st.status) ? st : undefined;
     });
-  /** Publishes a result as a gateway would. */
-  const report = (r: Partial<SessionResult> & { session_id: string; task_id: string }, msgId: string) =>
-    publishDurable(infra, SUBJECTS.result(r.task_id), { trajectory: { status: r.status ?? "ERROR", traces: [] }, timing: emptyTiming(), attempt: 1, ...r }, msgId);
+  /** Publishes a result as a gateway would: it holds the session's lease and carries its token. */
+  const report = async (r: Partial<SessionResult> & { session_id: string; task_id: string }, msgId: string) => {
+    const token = `token-${r.session_id}`;
+    const now = new Date().toISOString();
+    const deadline = new Date(Date.now() + 3600_000).toISOString();
+    const lease: SessionLease = { session_id: r.session_id, task_id: r.task_id, attempt: 1, node_id: "gw-report", init_at: now, deadline_at: deadline, token_sha256: sha256Hex(token), updated_at: now };
+    await infra.leases.put(leaseKey(r.session_id), encode(lease));
+    const result = { trajectory: { status: r.status ?? "ERROR", traces: [] }, timing: emptyTiming(), attempt: 1, node_id: "gw-report", lease_token: token, ...r };
+    await publishDurable(infra, SUBJECTS.result(r.task_id), result, msgId);
+  };
 
   beforeAll(async () => {
     sys = await startTestSystem({}, { maxPayload: MIB });

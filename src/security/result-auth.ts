@@ -20,7 +20,7 @@ export function sha256Hex(s: string): string {
 }
 
 export interface ResultAuthOptions {
-  /** Refuse gateway results for sessions that have no lease (default false until every gateway writes leases). */
+  /** Refuse gateway results for sessions that have no lease (every gateway takes one before it runs an attempt). */
   requireLease: boolean;
 }
 

@@ -27,7 +27,7 @@ export interface ResultsDeps {
   log: Logger;
   onTaskDone: (h: TaskHeader) => void;
   emit: (kind: "task.updated" | "task.done", body: unknown) => void;
-  /** Refuse gateway results for sessions without a lease (see security/result-auth.ts). */
+  /** Refuse gateway results for sessions without a lease (default true; see security/result-auth.ts). */
   requireLease?: boolean;
   /** Deliveries of one result before it is given up on (the consumer's max_deliver). */
   maxDeliver?: number;
@@ -203,7 +203,7 @@ async function finishIfDone(d: ResultsDeps, h: TaskHeader): Promise<TaskHeader |
  * changes state; a redelivery of one already recorded passes (its lease may be gone).
  */
 async function authentic(d: ResultsDeps, m: JsMsg, result: SessionResult): Promise<boolean> {
-  const verdict = await verifyResultSource(d.infra.leases, m.subject, result, { requireLease: d.requireLease ?? false });
+  const verdict = await verifyResultSource(d.infra.leases, m.subject, result, { requireLease: d.requireLease ?? true });
   if (verdict.ok) return true;
   const h = await d.store.get(result.task_id);
   const ids = parseSessionId(result.session_id);
