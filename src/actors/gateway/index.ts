@@ -253,18 +253,23 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
   });
   const startedAt = new Date().toISOString();
   let stopping = false;
-  let beating = false;
+  let registering = false;
   const beat = async () => {
-    if (beating) return; // skip a tick while the last one runs
-    beating = true;
     try {
+      // Every tick beats, even while the last registry write hangs (a NATS outage): liveness reads the beats.
       const hb: NodeHeartbeat = { node_id: nodeId, metrics: nodeMetrics(), sent_at: new Date().toISOString(), draining: stopping, interval_ms: heartbeatMs };
       deps.nc.publish(SUBJECTS.heartbeat(nodeId), encode(hb));
+    } catch (err) {
+      log.warn({ err: errorMessage(err) }, "heartbeat failed");
+    }
+    if (registering) return; // skip the registry write while the last one runs
+    registering = true;
+    try {
       await infra.nodes.put(nodeKey(nodeId), encode(info()));
     } catch (err) {
-      log.warn({ err }, "heartbeat failed");
+      log.warn({ err: errorMessage(err) }, "node registration failed");
     } finally {
-      beating = false;
+      registering = false;
     }
   };
   await beat();
