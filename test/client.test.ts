@@ -242,6 +242,24 @@ describe("PolarClient", () => {
     });
   });
 
+  it("close() right after the connection dropped resolves; a call on the closed client is a typed unavailable error", async () => {
+    for (const drop of ["cut", "server gone"]) {
+      const proxy = await startTcpProxy({ host: "127.0.0.1", port: sys.nats.port });
+      try {
+        const c = await PolarClient.connect({ nats: proxy.url });
+        expect((await c.task("cl-close-unknown").catch((e) => e)).code).toBe("not_found");
+        if (drop === "cut") expect(proxy.cut()).toBeGreaterThan(0);
+        else await proxy.stop();
+        await c.close();
+        const err = await c.task("cl-close-unknown").catch((e) => e);
+        expect(err).toBeInstanceOf(PolarError);
+        expect([err.code, err.retryable]).toEqual(["unavailable", true]);
+      } finally {
+        await proxy.stop();
+      }
+    }
+  });
+
   it("polar submit --wait follows results as they land and writes every trace", async () => {
     const dir = await mkdtemp(join(tmpdir(), "polar-submit-"));
     await writeFile(join(dir, "task.json"), JSON.stringify(task("cl-cli", 2)));

@@ -55,26 +55,36 @@ export class NatsTransport implements Transport {
     }
   }
 
+  /** A task API call; failures of the connection itself (closed, disconnected) are typed `unavailable`. */
+  async #call<T>(subject: string, body: unknown, timeoutMs = this.#timeoutMs): Promise<T> {
+    try {
+      return await request<T>(this.nc, subject, body, { timeoutMs });
+    } catch (err) {
+      if (err instanceof PolarError) throw err;
+      throw new PolarError("unavailable", `cannot call ${subject}: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+    }
+  }
+
   submit(task: unknown): Promise<SubmitReply> {
-    return request<SubmitReply>(this.nc, SUBJECTS.api.submit, task, { timeoutMs: this.#timeoutMs });
+    return this.#call<SubmitReply>(SUBJECTS.api.submit, task);
   }
 
   get(taskId: string, page?: StatusPage): Promise<TaskStatus> {
-    return request<TaskStatus>(this.nc, SUBJECTS.api.get, { task_id: taskId, ...page }, { timeoutMs: this.#timeoutMs });
+    return this.#call<TaskStatus>(SUBJECTS.api.get, { task_id: taskId, ...page });
   }
 
   cancel(taskId: string): Promise<TaskStatus> {
-    return request<TaskStatus>(this.nc, SUBJECTS.api.cancel, { task_id: taskId }, { timeoutMs: this.#timeoutMs });
+    return this.#call<TaskStatus>(SUBJECTS.api.cancel, { task_id: taskId });
   }
 
   pause(body: { timeout_seconds?: number }): Promise<InferenceReply> {
     // The reply comes once every gateway drained (bounded by its timeout, default 60 s).
     const ms = Math.max(this.#timeoutMs, ((body.timeout_seconds ?? 60) + 10) * 1000);
-    return request<InferenceReply>(this.nc, SUBJECTS.api.inferencePause, body, { timeoutMs: ms });
+    return this.#call<InferenceReply>(SUBJECTS.api.inferencePause, body, ms);
   }
 
   resume(body: { policy_version: number }): Promise<InferenceReply> {
-    return request<InferenceReply>(this.nc, SUBJECTS.api.inferenceResume, body, { timeoutMs: Math.max(this.#timeoutMs, 20_000) });
+    return this.#call<InferenceReply>(SUBJECTS.api.inferenceResume, body, Math.max(this.#timeoutMs, 20_000));
   }
 
   results(taskId: string, sessionIds: readonly string[], opts: StreamOptions) {
@@ -85,7 +95,15 @@ export class NatsTransport implements Transport {
     return this.#streams.traces(taskId, sessionIds, opts);
   }
 
+  /** Drains and closes the connection this client opened; one that dropped just before is closed as it is. */
   async close(): Promise<void> {
-    if (this.#owned && !this.nc.isClosed()) await this.nc.drain();
+    if (!this.#owned || this.nc.isClosed()) return;
+    try {
+      await this.nc.drain();
+    } catch {
+      // The drain failed because the connection is down (nats.js: "connection disconnected"); nothing is
+      // in flight (every request was answered or timed out), so closing without it loses nothing.
+      await this.nc.close().catch(() => undefined); // already closed by the failed drain: nothing left to do
+    }
   }
 }
