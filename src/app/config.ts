@@ -16,6 +16,8 @@ const Proxy = z.strictObject({
   model_served: z.string().default("Qwen/Qwen3-8B"),
   max_body_bytes: z.number().int().positive().default(32 * 1024 * 1024),
   upstream_timeout_ms: z.number().int().positive().default(900_000),
+  /** "auto": a session's credential works only from its own sandbox (its socket or process tree); "off": from anywhere. */
+  bind_credentials: z.enum(["auto", "off"]).default("auto"),
 });
 
 const Gateway = z.strictObject({
@@ -162,6 +164,7 @@ export function gatewayOptionsFrom(c: PolarConfig) {
       modelServed: g.proxy.model_served,
       maxBodyBytes: g.proxy.max_body_bytes,
       upstreamTimeoutMs: g.proxy.upstream_timeout_ms,
+      bindCredentials: g.proxy.bind_credentials,
     },
     infra: infraOptionsFrom(c),
     evaluator: g.evaluator.enabled ? { maxConcurrency: g.evaluator.max_concurrency } : (false as const),

@@ -19,7 +19,8 @@ import { fitOutputTokens, type ContextLimit } from "./context-fit.ts";
 import { buildRecord, nextSeq } from "./record.ts";
 import { sideKind } from "./side-calls.ts";
 import { SSE_HEADERS } from "./sse.ts";
-import type { CaptureSink, ProxyObserver, ProxyOptions, ProxySession, ProxyStats, SessionDirectory } from "./types.ts";
+import type { CaptureSink, PeerDirectory, ProxyObserver, ProxyOptions, ProxySession, ProxyStats, SessionDirectory } from "./types.ts";
+import { admitPeer } from "./binding.ts";
 import type { UpstreamPool } from "./upstream.ts";
 import type { BusyClock } from "./busy.ts";
 import { serveMetrics, type Registry } from "../metrics/registry.ts";
@@ -41,6 +42,8 @@ export interface HandlerDeps {
   gate: InferenceGate;
   /** The upstreams' context length, learned from `GET /v1/models`. */
   contextLimit: ContextLimit;
+  /** Credentials bound to their sandbox (undefined: not checked). */
+  peers?: PeerDirectory;
 }
 
 export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
@@ -73,6 +76,7 @@ async function serve(d: HandlerDeps, req: IncomingMessage, res: ServerResponse):
     if (route.pathError) throw route.pathError;
     const credential = pathCred ?? headerCredential(req.headers, query);
     const session = authenticate(d.sessions, credential);
+    await admitPeer(d.peers, req.socket, session);
     if (route.op === "list_models" || route.op === "get_model") {
       return sendJson(res, 200, answerMeta(route, apiType, modelServed(d, session)));
     }

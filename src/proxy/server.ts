@@ -6,10 +6,12 @@
  * streams) in the client's dialect.
  */
 import { createServer, type Server } from "node:http";
+import { createServer as createNetServer, type Server as NetServer, type Socket } from "node:net";
 import { rm } from "node:fs/promises";
 import type { Logger } from "../util/log.ts";
 import { createHandler } from "./handler.ts";
-import type { CaptureSink, ProxyHandle, ProxyObserver, ProxyOptions, ProxyStats, SessionDirectory } from "./types.ts";
+import type { CaptureSink, PeerDirectory, ProxyHandle, ProxyObserver, ProxyOptions, ProxyStats, SessionDirectory } from "./types.ts";
+import { tagConnection } from "./binding.ts";
 import { UpstreamPool } from "./upstream.ts";
 import { BusyClock } from "./busy.ts";
 import type { Registry } from "../metrics/registry.ts";
@@ -25,6 +27,8 @@ export interface ProxyDeps {
   metrics?: Registry;
   /** Pause/resume of upstream calls (default: an open gate at policy version 0). */
   gate?: InferenceGate;
+  /** Where each session's credential may be used from (see binding.ts); ignored when `bindCredentials` is "off". */
+  peers?: PeerDirectory;
 }
 
 /**
@@ -38,7 +42,8 @@ export async function startProxy(deps: ProxyDeps, opts: ProxyOptions): Promise<P
   const busy = new BusyClock();
   const upstream = new UpstreamPool(opts.upstreams, { timeoutMs: opts.upstreamTimeoutMs });
   const gate = deps.gate ?? new InferenceGate();
-  const handler = createHandler({ ...deps, gate, upstream, opts, stats, busy, contextLimit: new ContextLimit(upstream) });
+  const peers = opts.bindCredentials === "off" ? undefined : deps.peers;
+  const handler = createHandler({ ...deps, peers, gate, upstream, opts, stats, busy, contextLimit: new ContextLimit(upstream) });
   const servers: Server[] = [];
   try {
     const tcp = configure(createServer(handler));
@@ -61,9 +66,37 @@ export async function startProxy(deps: ProxyDeps, opts: ProxyOptions): Promise<P
   const url = `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
   deps.log.info({ url, socketPath: opts.socketPath, upstreams: opts.upstreams.length, flavor: opts.flavor }, "proxy listening");
 
+  const sessionSockets = new Set<{ close(): Promise<void> }>();
+  const openSessionSocket = async (sessionId: string, path: string): Promise<{ close(): Promise<void> }> => {
+    const conns = new Set<Socket>();
+    const listener = createNetServer((sock) => {
+      conns.add(sock);
+      sock.once("close", () => conns.delete(sock));
+      tagConnection(sock, sessionId);
+      servers[0].emit("connection", sock);
+    });
+    await rm(path, { force: true });
+    await listen(listener, { path });
+    let done: Promise<void> | undefined;
+    const handle = {
+      close: () =>
+        (done ??= (async () => {
+          sessionSockets.delete(handle);
+          await new Promise<void>((resolve) => {
+            listener.close(() => resolve());
+            for (const c of conns) c.destroy();
+          });
+          await rm(path, { force: true });
+        })()),
+    };
+    sessionSockets.add(handle);
+    return handle;
+  };
+
   let closing: Promise<void> | undefined;
   const stop = (): Promise<void> =>
     (closing ??= (async () => {
+      await Promise.all([...sessionSockets].map((s) => s.close()));
       await closeServers(servers);
       await upstream.close();
       if (opts.socketPath) await rm(opts.socketPath, { force: true });
@@ -77,6 +110,7 @@ export async function startProxy(deps: ProxyDeps, opts: ProxyOptions): Promise<P
     socketPath: opts.socketPath,
     stats: () => ({ ...stats, upstream_inflight: busy.inflight, upstream_busy_ms: busy.totalMs() }),
     gate,
+    openSessionSocket,
     stop: () => stop().then(resolveClosed),
     closed,
   };
@@ -89,7 +123,7 @@ function configure(server: Server): Server {
   return server;
 }
 
-function listen(server: Server, where: { host?: string; port?: number; path?: string }): Promise<void> {
+function listen(server: Server | NetServer, where: { host?: string; port?: number; path?: string }): Promise<void> {
   return new Promise((resolve, reject) => {
     server.once("error", reject);
     server.listen(where, () => {

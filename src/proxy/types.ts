@@ -23,6 +23,19 @@ export interface SessionDirectory {
   lookup(credential: string): ProxySession | undefined;
 }
 
+/**
+ * Where a session's credential may be used from (the runtime says; see
+ * SECURITY.md). `socket`: only connections on the session's own socket
+ * (`ProxyHandle.openSessionSocket`); `tcp`: only loopback TCP connections
+ * whose client socket is held by one of these processes or a descendant.
+ */
+export type PeerBinding = { via: "socket" } | { via: "tcp"; roots(): Iterable<number> | Promise<Iterable<number>> };
+
+export interface PeerDirectory {
+  /** The binding of a session, or undefined (the credential works from anywhere). */
+  bindingOf(sessionId: string): PeerBinding | undefined;
+}
+
 export interface CaptureSink {
   /** Stores one record; the proxy awaits it before answering the client. */
   record(sessionId: string, record: CompletionRecord): Promise<void>;
@@ -42,6 +55,12 @@ export interface ProxyOptions {
   modelServed: string;
   maxBodyBytes: number;
   upstreamTimeoutMs: number;
+  /**
+   * "auto" (default): a credential is refused outside its session's sandbox
+   * wherever the runtime tells where that is (its own socket, or its process
+   * tree over TCP); "off": any holder of a live credential may use it.
+   */
+  bindCredentials?: "auto" | "off";
 }
 
 export interface ProxyStats {
@@ -71,6 +90,13 @@ export interface ProxyHandle {
   stats(): ProxyStats;
   /** The gate every upstream call passes (inference pause/resume). */
   readonly gate: InferenceGate;
+  /**
+   * Listens on a Unix socket for one session only: a request on it must carry
+   * that session's credential. Resolves once bound; `close()` stops listening,
+   * ends its connections and removes the socket file (it is also closed by
+   * `stop()`).
+   */
+  openSessionSocket(sessionId: string, path: string): Promise<{ close(): Promise<void> }>;
   stop(): Promise<void>;
   readonly closed: Promise<void>;
 }

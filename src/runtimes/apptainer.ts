@@ -21,7 +21,7 @@ import { forwarderShell, waitListeningShell } from "./forwarder.ts";
 import { copyPath, readHostFile, writeHostFile } from "./local-files.ts";
 import { type ProcessOptions, runProcess } from "./process.ts";
 import { ExecStatsRecorder, timed } from "./stats.ts";
-import type { ExecOptions, ExecResult, ExecStats, Runtime, RuntimeContext, RuntimeFactory } from "./types.ts";
+import type { ExecOptions, ExecResult, ExecStats, ProxyPeers, Runtime, RuntimeContext, RuntimeFactory } from "./types.ts";
 
 export type Runner = (argv: string[], opts: ProcessOptions) => Promise<ExecResult>;
 export const ApptainerKwargs = z.object({ volumes: z.array(z.string()).default([]), binary: z.string().optional() });
@@ -56,6 +56,11 @@ export class ApptainerRuntime implements Runtime {
 
   get forwarded(): boolean {
     return this.network !== "host" && this.#ctx.proxy.socketPath !== undefined;
+  }
+
+  /** Through the forwarder, the session's own socket; with the host network it cannot tell (the credential is not bound). */
+  proxyPeers(): ProxyPeers | undefined {
+    return this.forwarded ? { via: "socket" } : undefined;
   }
 
   get proxyUrl(): string {

@@ -22,7 +22,7 @@ import { FORWARDER_SCRIPT, RUNTIME_ASSETS_MOUNT, forwarderShell, waitListeningSh
 import { getBytes, getPath, putBytes, putPath } from "./docker-archive.ts";
 import { dockerExec } from "./docker-exec.ts";
 import { ExecStatsRecorder, timed } from "./stats.ts";
-import type { ExecOptions, ExecResult, ExecStats, Runtime, RuntimeContext, RuntimeFactory } from "./types.ts";
+import type { ExecOptions, ExecResult, ExecStats, ProxyPeers, Runtime, RuntimeContext, RuntimeFactory } from "./types.ts";
 import { warnOnce } from "../util/log.ts";
 
 export const PROXY_MOUNT = "/polar/proxy";
@@ -64,6 +64,22 @@ export class DockerRuntime implements Runtime {
 
   get proxyUrl(): string {
     return this.forwarded ? `http://127.0.0.1:${FORWARDER_PORT}` : this.#ctx.proxy.url;
+  }
+
+  /**
+   * Through the forwarder, the session's own socket; with the host network,
+   * TCP from the container's processes (host pids, as the engine lists them).
+   */
+  proxyPeers(): ProxyPeers {
+    return this.forwarded ? { via: "socket" } : { via: "tcp", roots: () => this.#hostPids() };
+  }
+
+  async #hostPids(): Promise<number[]> {
+    if (!this.#container) return [];
+    // A container that is gone lists no processes: its credential is then refused, which is right.
+    const top = (await this.#container.top().catch(() => undefined)) as { Titles?: string[]; Processes?: string[][] } | undefined;
+    const col = top?.Titles?.indexOf("PID") ?? -1;
+    return col < 0 ? [] : (top?.Processes ?? []).map((p) => Number(p[col])).filter((n) => Number.isInteger(n) && n > 0);
   }
 
   /** The container's id once created. */

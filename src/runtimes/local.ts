@@ -21,7 +21,7 @@ import { OWNER_ENV, ownerMarker } from "./owner.ts";
 import { GATEWAY_MARKER_ENV, MARKER_ENV, killMarkedAndWait, killTree, runProcess } from "./process.ts";
 import { ExecStatsRecorder, timed } from "./stats.ts";
 import { REPO_ROOT } from "../tools/paths.ts";
-import type { ExecOptions, ExecResult, ExecStats, Runtime, RuntimeContext, RuntimeFactory } from "./types.ts";
+import type { ExecOptions, ExecResult, ExecStats, ProxyPeers, Runtime, RuntimeContext, RuntimeFactory } from "./types.ts";
 import { warnOnce } from "../util/log.ts";
 
 /** `spec.kwargs.isolation`: "auto" (bwrap when it works), "bwrap" (required) or "none". */
@@ -66,6 +66,11 @@ export class LocalRuntime implements Runtime {
 
   get proxyUrl(): string {
     return this.#privateNet() ? `http://127.0.0.1:${FORWARDER_PORT}` : this.#ctx.proxy.url;
+  }
+
+  /** A private network reaches the proxy only through the socket; otherwise host TCP from the commands' process trees. */
+  proxyPeers(): ProxyPeers {
+    return this.#privateNet() ? { via: "socket" } : { via: "tcp", roots: () => this.#live };
   }
 
   async start(): Promise<void> {

@@ -67,7 +67,16 @@ export interface Runtime {
   writeFile(remotePath: string, content: string | Uint8Array, mode?: number): Promise<void>;
   readFile(remotePath: string): Promise<Uint8Array>;
   execStats(): ExecStats;
+  /**
+   * How this sandbox's processes reach the model proxy, so the proxy can
+   * refuse the session's credential from anywhere else: `socket` (only
+   * through `ctx.proxy.socketPath`), `tcp` (over host TCP, from the trees
+   * below `roots()`, host pids). Undefined when the runtime cannot tell.
+   */
+  proxyPeers?(): ProxyPeers | undefined;
 }
+
+export type ProxyPeers = { via: "socket" } | { via: "tcp"; roots(): Iterable<number> | Promise<Iterable<number>> };
 
 export interface RuntimeContext {
   sessionId: string;

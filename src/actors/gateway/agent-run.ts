@@ -50,10 +50,12 @@ export async function initRuntime(s: RunScope, onRuntime: (r: Runtime) => void):
   const spec = runtimeSpec(s);
   const sessionDir = attemptDir(s.g, s.dispatch.session_id, s.attempt);
   await mkdir(join(sessionDir, "logs", "agent"), { recursive: true });
+  const proxy = await s.g.bindings.open(s.dispatch.session_id, s.attempt);
   const runtime = s.g.registries.runtimes.resolve(
     { strategy: spec.backend, config: {} },
-    { spec, ctx: { sessionId: s.dispatch.session_id, gatewayId: s.g.nodeId, proxy: s.g.proxyEndpoint, sessionDir, toolsDir: s.g.toolsDir, log: s.log } },
+    { spec, ctx: { sessionId: s.dispatch.session_id, gatewayId: s.g.nodeId, proxy, sessionDir, toolsDir: s.g.toolsDir, log: s.log } },
   );
+  s.g.bindings.bind(s.dispatch.session_id, s.attempt, runtime);
   onRuntime(runtime);
   s.mark("runtimeStart");
   await budgeted(runtime.start(), s.sessionLeftMs(), "runtime start", s.signal);

@@ -9,6 +9,7 @@ import type { Runtime, RuntimeContext } from "../../runtimes/types.ts";
 import type { Registry } from "../../util/registry.ts";
 import type { CaptureRegistry } from "./capture.ts";
 import type { RemoteEvaluator } from "./remote-eval.ts";
+import type { SessionBindings } from "./proxy-binding.ts";
 
 export interface GatewayRegistries {
   builders: Registry<TrajectoryBuilder, BuilderDeps>;
@@ -23,6 +24,8 @@ export interface GatewayContext {
   registries: GatewayRegistries;
   capture: CaptureRegistry;
   proxyEndpoint: RuntimeContext["proxy"];
+  /** Each attempt's own proxy socket and where its credential may be used from. */
+  bindings: SessionBindings;
   defaultRuntime: unknown;
   workRoot: string;
   toolsDir?: string;

@@ -24,6 +24,7 @@ import type { ProxyOptions } from "../../proxy/types.ts";
 import { qwen3Tokenizer } from "../../tokenizer/qwen3.ts";
 import { actorHandle, type ActorHandle } from "../lifecycle.ts";
 import { CaptureRegistry } from "./capture.ts";
+import { SessionBindings } from "./proxy-binding.ts";
 import type { GatewayContext, GatewayRegistries } from "./context.ts";
 import { Pipeline, type StageLimits } from "./pipeline.ts";
 import { reapLeftovers } from "./reap.ts";
@@ -127,6 +128,7 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
   const workRoot = opts.workRoot ?? join(tmpdir(), `polar-${nodeId}`);
   await mkdir(workRoot, { recursive: true });
   const capture = new CaptureRegistry();
+  const bindings = new SessionBindings({ socketDir: join(workRoot, "sockets"), mode: opts.proxy.bindCredentials });
   // The pipeline and proxy exist only below; the metrics read them when scraped.
   let pipelineRef: Pipeline | undefined;
   let proxyRef: Awaited<ReturnType<typeof startProxy>> | undefined;
@@ -148,7 +150,7 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
   const gate = new InferenceGate({ paused: control.paused, policyVersion: control.policy_version });
   gateRef = gate;
   const proxy = await startProxy(
-    { sessions: capture, sink: capture, log, observer: metrics.observer, metrics: metrics.registry, gate },
+    { sessions: capture, sink: capture, log, observer: metrics.observer, metrics: metrics.registry, gate, peers: bindings },
     {
       host: "127.0.0.1",
       port: 0,
@@ -161,6 +163,7 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
     },
   );
   proxyRef = proxy;
+  bindings.attach(proxy);
   const emit = (kind: EventKind, body: unknown) => {
     if (kind === "session.state_changed") {
       const status = (body as { status?: string }).status;
@@ -175,6 +178,7 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
     registries: deps.registries,
     capture,
     proxyEndpoint: { url: proxy.url, socketPath: proxy.socketPath },
+    bindings,
     defaultRuntime: { backend: "local", ...opts.defaultRuntime },
     workRoot,
     toolsDir: opts.toolsDir ?? (existsSync(toolsDir()) ? toolsDir() : undefined),

@@ -254,6 +254,7 @@ export class SessionAttempt {
 
   async #teardown(): Promise<void> {
     this.#g.capture.close(this.id, this.attempt);
+    await this.#g.bindings.close(this.id, this.attempt);
     try {
       await this.#runtime?.stop();
     } catch (err) {

@@ -1,0 +1,50 @@
+/**
+ * Credentials bound to their sandbox: a request is admitted only if the
+ * connection it came on belongs to the credential's session. A connection on
+ * a session's own Unix socket is tagged with that session; a loopback TCP
+ * connection belongs to whichever process holds its client socket (found
+ * through /proc). The verdict is kept per connection, so a keep-alive client
+ * pays the lookup once.
+ */
+import type { Socket } from "node:net";
+import { holdsSocket, processTree, tcpSocketInode } from "./peer-proc.ts";
+import { proxyError } from "./errors.ts";
+import type { PeerDirectory, ProxySession } from "./types.ts";
+
+const tags = new WeakMap<Socket, string>();
+const verdicts = new WeakMap<Socket, { sessionId: string; ok: boolean }>();
+
+/** Marks a connection accepted on `sessionId`'s own socket. */
+export function tagConnection(socket: Socket, sessionId: string): void {
+  tags.set(socket, sessionId);
+}
+
+/**
+ * Resolves when the connection may use `session`'s credential; rejects with a
+ * 403 (`credential_bound_elsewhere`) otherwise. A connection on some
+ * session's socket may use only that session's credential, whatever the
+ * binding; an unbound session's credential works from anywhere else.
+ */
+export async function admitPeer(peers: PeerDirectory | undefined, socket: Socket, session: ProxySession): Promise<void> {
+  if (!peers) return;
+  const cached = verdicts.get(socket);
+  const ok = cached?.sessionId === session.sessionId ? cached.ok : await decide(peers, socket, session.sessionId);
+  if (cached?.sessionId !== session.sessionId) verdicts.set(socket, { sessionId: session.sessionId, ok });
+  if (!ok) {
+    throw proxyError("forbidden", "this session credential belongs to another sandbox: it is accepted only from its own session's connection", {
+      reason: "credential_bound_elsewhere",
+    });
+  }
+}
+
+async function decide(peers: PeerDirectory, socket: Socket, sessionId: string): Promise<boolean> {
+  const tag = tags.get(socket);
+  const binding = peers.bindingOf(sessionId);
+  if (!binding) return tag === undefined || tag === sessionId;
+  if (binding.via === "socket") return tag === sessionId;
+  const { remoteAddress, remotePort, localAddress, localPort } = socket;
+  if (tag !== undefined || !remoteAddress || !remotePort || !localAddress || !localPort) return false;
+  const inode = tcpSocketInode({ address: remoteAddress, port: remotePort }, { address: localAddress, port: localPort });
+  if (inode === undefined) return false;
+  return holdsSocket(processTree(await binding.roots()), inode);
+}

@@ -1,0 +1,143 @@
+/**
+ * Who is at the other end of a loopback TCP connection, from /proc (Linux):
+ * the client socket's inode from /proc/net/tcp{,6}, the process trees below
+ * a set of root pids, and whether one of those processes holds the inode as
+ * an open file descriptor. Synchronous on purpose: each read is a few
+ * microseconds of procfs, and the caller pays it once per connection.
+ */
+import { readFileSync, readdirSync, readlinkSync } from "node:fs";
+
+export interface Endpoint {
+  address: string;
+  port: number;
+}
+
+/**
+ * The inode of the socket whose local end is `client` and remote end is
+ * `server` (both as seen from this network namespace), or undefined when no
+ * such socket is listed (another namespace, already closed).
+ */
+export function tcpSocketInode(client: Endpoint, server: Endpoint, procRoot = "/proc"): number | undefined {
+  const v4 = ipv4Of(client.address);
+  const files = v4 !== undefined ? ["net/tcp", "net/tcp6"] : ["net/tcp6"];
+  const want = [procAddress(client), procAddress(server)];
+  const want6 = v4 !== undefined ? [procAddress6Mapped(client), procAddress6Mapped(server)] : want;
+  for (const f of files) {
+    const [local, remote] = f === "net/tcp6" ? want6 : want;
+    if (!local || !remote) continue;
+    const text = readOrEmpty(`${procRoot}/${f}`);
+    for (const line of text.split("\n")) {
+      const cols = line.trim().split(/\s+/);
+      if (cols[1] === local && cols[2] === remote) {
+        const inode = Number(cols[9]);
+        return inode > 0 ? inode : undefined;
+      }
+    }
+  }
+  return undefined;
+}
+
+/** `roots` and every live descendant (by PPid), roots first. */
+export function processTree(roots: Iterable<number>, procRoot = "/proc"): number[] {
+  const children = new Map<number, number[]>();
+  for (const e of readdirOrEmpty(procRoot)) {
+    if (!/^\d+$/.test(e)) continue;
+    const ppid = parentOf(readOrEmpty(`${procRoot}/${e}/stat`));
+    if (ppid === undefined) continue;
+    const list = children.get(ppid);
+    if (list) list.push(Number(e));
+    else children.set(ppid, [Number(e)]);
+  }
+  const out: number[] = [];
+  const seen = new Set<number>();
+  const stack = [...roots];
+  while (stack.length) {
+    const p = stack.pop()!;
+    if (seen.has(p)) continue;
+    seen.add(p);
+    out.push(p);
+    stack.push(...(children.get(p) ?? []));
+  }
+  return out;
+}
+
+/** True when one of `pids` holds `socket:[inode]` as an open file descriptor. */
+export function holdsSocket(pids: Iterable<number>, inode: number, procRoot = "/proc"): boolean {
+  const target = `socket:[${inode}]`;
+  for (const pid of pids) {
+    const dir = `${procRoot}/${pid}/fd`;
+    for (const fd of readdirOrEmpty(dir)) {
+      try {
+        if (readlinkSync(`${dir}/${fd}`) === target) return true;
+      } catch {
+        // the descriptor closed (or the process exited) between readdir and readlink: not a holder
+      }
+    }
+  }
+  return false;
+}
+
+/** The PPid field of /proc/<pid>/stat (after the command name, which may hold spaces and parentheses). */
+function parentOf(stat: string): number | undefined {
+  const end = stat.lastIndexOf(")");
+  if (end < 0) return undefined;
+  const ppid = Number(stat.slice(end + 2).split(" ")[1]);
+  return Number.isInteger(ppid) ? ppid : undefined;
+}
+
+/** 127.0.0.1 -> [127,0,0,1]; also `::ffff:127.0.0.1`. */
+function ipv4Of(address: string): number[] | undefined {
+  const a = address.startsWith("::ffff:") ? address.slice(7) : address;
+  const m = /^(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(a);
+  return m ? m.slice(1).map(Number) : undefined;
+}
+
+const hex = (n: number, w: number): string => n.toString(16).toUpperCase().padStart(w, "0");
+
+/** The kernel's notation: each 32-bit word of the address in host (little-endian) order, then the port. */
+function procAddress(e: Endpoint): string | undefined {
+  const v4 = ipv4Of(e.address);
+  if (v4) return `${v4.map((b) => hex(b, 2)).reverse().join("")}:${hex(e.port, 4)}`;
+  const bytes = ipv6Bytes(e.address);
+  return bytes ? `${words(bytes)}:${hex(e.port, 4)}` : undefined;
+}
+
+/** An IPv4 endpoint as listed in /proc/net/tcp6 when a dual-stack socket carries it (::ffff:a.b.c.d). */
+function procAddress6Mapped(e: Endpoint): string | undefined {
+  const v4 = ipv4Of(e.address)!;
+  return `${words([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, ...v4])}:${hex(e.port, 4)}`;
+}
+
+function words(bytes: number[]): string {
+  let s = "";
+  for (let i = 0; i < 16; i += 4) s += bytes.slice(i, i + 4).reverse().map((b) => hex(b, 2)).join("");
+  return s;
+}
+
+function ipv6Bytes(address: string): number[] | undefined {
+  const [head, tail] = address.split("::");
+  const parse = (s: string | undefined): number[] => (s ? s.split(":").map((g) => parseInt(g, 16)) : []);
+  const h = parse(head);
+  const t = address.includes("::") ? parse(tail) : [];
+  const groups = address.includes("::") ? [...h, ...new Array(8 - h.length - t.length).fill(0), ...t] : h;
+  if (groups.length !== 8 || groups.some((g) => !(g >= 0 && g <= 0xffff))) return undefined;
+  return groups.flatMap((g) => [g >> 8, g & 0xff]);
+}
+
+function readOrEmpty(path: string): string {
+  try {
+    return readFileSync(path, "utf8");
+  } catch {
+    // the process exited, or procfs is not there: nothing to match
+    return "";
+  }
+}
+
+function readdirOrEmpty(dir: string): string[] {
+  try {
+    return readdirSync(dir);
+  } catch {
+    // the process exited, or its descriptors are not ours to list: it holds nothing we can see
+    return [];
+  }
+}
