@@ -7,12 +7,14 @@
  * pays the lookup once.
  */
 import type { Socket } from "node:net";
-import { holdsSocket, processTree, tcpSocketInode } from "./peer-proc.ts";
+import { holdsSocket, processTree, startTime, tcpSocketInode } from "./peer-proc.ts";
 import { proxyError } from "./errors.ts";
-import type { PeerDirectory, ProxySession } from "./types.ts";
+import type { PeerBinding, PeerDirectory, ProxySession } from "./types.ts";
 
 const tags = new WeakMap<Socket, string>();
 const verdicts = new WeakMap<Socket, { sessionId: string; ok: boolean }>();
+/** Processes last seen in a binding's trees (pid -> start time): checked first, before walking /proc again. */
+const members = new WeakMap<PeerBinding, Map<number, string>>();
 
 /** Marks a connection accepted on `sessionId`'s own socket. */
 export function tagConnection(socket: Socket, sessionId: string): void {
@@ -46,5 +48,10 @@ async function decide(peers: PeerDirectory, socket: Socket, sessionId: string): 
   if (tag !== undefined || !remoteAddress || !remotePort || !localAddress || !localPort) return false;
   const inode = tcpSocketInode({ address: remoteAddress, port: remotePort }, { address: localAddress, port: localPort });
   if (inode === undefined) return false;
-  return holdsSocket(processTree(await binding.roots()), inode);
+  // Fast path: a process already known to be in the tree (and not a later one reusing its pid) holds the socket.
+  const known = members.get(binding);
+  if (known && holdsSocket([...known].filter(([pid, start]) => startTime(pid) === start).map(([pid]) => pid), inode)) return true;
+  const tree = processTree(await binding.roots());
+  members.set(binding, tree);
+  return holdsSocket(tree.keys(), inode);
 }

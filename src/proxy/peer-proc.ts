@@ -5,7 +5,7 @@
  * an open file descriptor. Synchronous on purpose: each read is a few
  * microseconds of procfs, and the caller pays it once per connection.
  */
-import { readFileSync, readdirSync, readlinkSync } from "node:fs";
+import { closeSync, openSync, readFileSync, readSync, readdirSync, readlinkSync } from "node:fs";
 
 export interface Endpoint {
   address: string;
@@ -25,40 +25,73 @@ export function tcpSocketInode(client: Endpoint, server: Endpoint, procRoot = "/
   for (const f of files) {
     const [local, remote] = f === "net/tcp6" ? want6 : want;
     if (!local || !remote) continue;
-    const text = readOrEmpty(`${procRoot}/${f}`);
-    for (const line of text.split("\n")) {
-      const cols = line.trim().split(/\s+/);
-      if (cols[1] === local && cols[2] === remote) {
-        const inode = Number(cols[9]);
-        return inode > 0 ? inode : undefined;
-      }
-    }
+    const cols = findLine(`${procRoot}/${f}`, (c) => c[1] === local && c[2] === remote);
+    if (cols) return Number(cols[9]) > 0 ? Number(cols[9]) : undefined;
   }
   return undefined;
 }
 
-/** `roots` and every live descendant (by PPid), roots first. */
-export function processTree(roots: Iterable<number>, procRoot = "/proc"): number[] {
+/**
+ * The columns of the first line of a procfs table that `match`es, reading in
+ * small chunks and stopping there: the kernel formats the table as it is
+ * read, so stopping early saves the rest of a large host's socket table.
+ */
+function findLine(path: string, match: (cols: string[]) => boolean): string[] | undefined {
+  let fd: number;
+  try {
+    fd = openSync(path, "r");
+  } catch {
+    return undefined; // no such table (no IPv6, no procfs): nothing to match
+  }
+  try {
+    const buf = Buffer.allocUnsafe(16 * 1024);
+    let carry = "";
+    for (;;) {
+      const n = readSync(fd, buf, 0, buf.length, null);
+      if (n <= 0) return undefined;
+      const lines = (carry + buf.toString("latin1", 0, n)).split("\n");
+      carry = lines.pop()!;
+      for (const line of lines) {
+        const cols = line.trim().split(/\s+/);
+        if (match(cols)) return cols;
+      }
+    }
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * `roots` and every live descendant (by PPid), roots first, each with its
+ * start time (so a cached pid can be told from a later process that reuses it).
+ */
+export function processTree(roots: Iterable<number>, procRoot = "/proc"): Map<number, string> {
   const children = new Map<number, number[]>();
+  const starts = new Map<number, string>();
   for (const e of readdirOrEmpty(procRoot)) {
     if (!/^\d+$/.test(e)) continue;
-    const ppid = parentOf(readOrEmpty(`${procRoot}/${e}/stat`));
-    if (ppid === undefined) continue;
-    const list = children.get(ppid);
+    const f = statFields(readOrEmpty(`${procRoot}/${e}/stat`));
+    if (!f) continue;
+    starts.set(Number(e), f.start);
+    const list = children.get(f.ppid);
     if (list) list.push(Number(e));
-    else children.set(ppid, [Number(e)]);
+    else children.set(f.ppid, [Number(e)]);
   }
-  const out: number[] = [];
-  const seen = new Set<number>();
+  const out = new Map<number, string>();
   const stack = [...roots];
   while (stack.length) {
     const p = stack.pop()!;
-    if (seen.has(p)) continue;
-    seen.add(p);
-    out.push(p);
+    const start = starts.get(p);
+    if (start === undefined || out.has(p)) continue;
+    out.set(p, start);
     stack.push(...(children.get(p) ?? []));
   }
   return out;
+}
+
+/** The start time of a live process (clock ticks since boot), or undefined when it is gone. */
+export function startTime(pid: number, procRoot = "/proc"): string | undefined {
+  return statFields(readOrEmpty(`${procRoot}/${pid}/stat`))?.start;
 }
 
 /** True when one of `pids` holds `socket:[inode]` as an open file descriptor. */
@@ -77,12 +110,13 @@ export function holdsSocket(pids: Iterable<number>, inode: number, procRoot = "/
   return false;
 }
 
-/** The PPid field of /proc/<pid>/stat (after the command name, which may hold spaces and parentheses). */
-function parentOf(stat: string): number | undefined {
+/** PPid and starttime of /proc/<pid>/stat (fields 4 and 22, after the command name, which may hold spaces and parentheses). */
+function statFields(stat: string): { ppid: number; start: string } | undefined {
   const end = stat.lastIndexOf(")");
   if (end < 0) return undefined;
-  const ppid = Number(stat.slice(end + 2).split(" ")[1]);
-  return Number.isInteger(ppid) ? ppid : undefined;
+  const rest = stat.slice(end + 2).split(" ");
+  const ppid = Number(rest[1]);
+  return Number.isInteger(ppid) && rest[19] ? { ppid, start: rest[19] } : undefined;
 }
 
 /** 127.0.0.1 -> [127,0,0,1]; also `::ffff:127.0.0.1`. */

@@ -1,0 +1,109 @@
+/**
+ * What binding a credential to its sandbox costs: the latency of the first
+ * request on a fresh connection (the only one that pays the check) for a
+ * session bound by process tree over TCP, bound to its own Unix socket, and
+ * not bound, interleaved on the same proxy. The client is a child process
+ * (the session's process tree), opening a new connection for every call; the
+ * upstream answers a small canned completion. Later requests on a kept-alive
+ * connection reuse the verdict and cost nothing extra.
+ */
+import { fork } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { createServer } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const SELF = fileURLToPath(import.meta.url);
+const ROUNDS = Number(process.env.POLAR_BIND_BENCH_ROUNDS ?? 300);
+
+const BODY = JSON.stringify({ model: "m", messages: [{ role: "user", content: "hello" }], max_tokens: 8 });
+
+/** The client (child): one request per fresh connection for each mode, interleaved; sends back the latencies. */
+async function client(): Promise<void> {
+  const http = await import("node:http");
+  const { url, socket } = JSON.parse(process.env.POLAR_BIND_BENCH!) as { url: string; socket: string };
+  const u = new URL(url);
+  const once = (where: Record<string, unknown>, key: string): Promise<number> =>
+    new Promise((resolve, reject) => {
+      const t0 = performance.now();
+      const agent = new http.Agent({ keepAlive: false });
+      const req = http.request(
+        { ...where, path: "/v1/chat/completions", method: "POST", agent, headers: { authorization: `Bearer ${key}`, "content-type": "application/json" } },
+        (res) => {
+          res.resume();
+          res.on("end", () => (res.statusCode === 200 ? resolve(performance.now() - t0) : reject(new Error(`HTTP ${res.statusCode}`))));
+        },
+      );
+      req.on("error", reject);
+      req.end(BODY);
+    });
+  const tcp = { host: u.hostname, port: Number(u.port) };
+  const out = { unbound: [] as number[], tcp: [] as number[], socket: [] as number[] };
+  for (let i = 0; i < ROUNDS + 20; i++) {
+    const u0 = await once(tcp, "key-unbound");
+    const t0 = await once(tcp, "key-tcp");
+    const s0 = await once({ socketPath: socket }, "key-socket");
+    if (i < 20) continue; // warm-up
+    out.unbound.push(u0);
+    out.tcp.push(t0);
+    out.socket.push(s0);
+  }
+  process.send!(out);
+}
+
+if (process.env.POLAR_BIND_BENCH) await client();
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+export async function run(): Promise<void> {
+  const { startProxy } = await import("../src/proxy/index.ts");
+  const { silentLogger } = await import("../src/util/log.ts");
+  const answer = JSON.stringify({
+    id: "x", object: "chat.completion", created: 1, model: "m", prompt_token_ids: [1, 2, 3],
+    choices: [{ index: 0, finish_reason: "stop", token_ids: [4, 5], message: { role: "assistant", content: "hi" }, logprobs: { content: [{ token: "h", logprob: -0.1 }, { token: "i", logprob: -0.2 }] } }],
+    usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 },
+  });
+  const upstream = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => res.writeHead(200, { "content-type": "application/json" }).end(answer));
+  });
+  await new Promise<void>((r) => upstream.listen(0, "127.0.0.1", r));
+  const dir = await mkdtemp(join(tmpdir(), "polar-bind-bench-"));
+  const sessions = new Map(["unbound", "tcp", "socket"].map((m) => [`key-${m}`, { sessionId: m, taskId: "t", attempt: 1, metadata: {}, active: true }]));
+  let clientPid = 0;
+  const proxy = await startProxy(
+    {
+      sessions: { lookup: (c) => sessions.get(c) },
+      sink: { record: async () => {} },
+      log: silentLogger(),
+      peers: { bindingOf: (id) => (id === "tcp" ? { via: "tcp", roots: () => [clientPid] } : id === "socket" ? { via: "socket" } : undefined) },
+    },
+    {
+      host: "127.0.0.1", port: 0, upstreams: [`http://127.0.0.1:${(upstream.address() as { port: number }).port}`],
+      flavor: "vllm", modelServed: "m", maxBodyBytes: 1 << 20, upstreamTimeoutMs: 10_000,
+    },
+  );
+  const socket = join(dir, "s.sock");
+  await proxy.openSessionSocket("socket", socket);
+  try {
+    const child = fork(SELF, [], { env: { ...process.env, POLAR_BIND_BENCH: JSON.stringify({ url: proxy.url, socket }) }, stdio: ["ignore", "inherit", "inherit", "ipc"] });
+    clientPid = child.pid!;
+    const r = await new Promise<Record<"unbound" | "tcp" | "socket", number[]>>((resolve, reject) => {
+      child.once("message", (m) => resolve(m as never));
+      child.once("exit", (code) => reject(new Error(`client exited with ${code}`)));
+    });
+    const [u, t, s] = [median(r.unbound), median(r.tcp), median(r.socket)];
+    const f = (x: number) => x.toFixed(3);
+    console.log(`first request on a fresh connection, ${ROUNDS} each, interleaved (medians):`);
+    console.log(`  unbound (TCP) ${f(u)} ms | bound by process tree (TCP) ${f(t)} ms: +${f(t - u)} ms (x${(t / u).toFixed(2)}) | bound to its socket (Unix) ${f(s)} ms`);
+    console.log(`  processes on this host: ${(await import("node:fs")).readdirSync("/proc").filter((e) => /^\d+$/.test(e)).length} (the tree walk reads each one's stat)`);
+  } finally {
+    await proxy.stop();
+    upstream.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
