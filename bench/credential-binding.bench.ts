@@ -39,14 +39,16 @@ async function client(): Promise<void> {
       req.end(BODY);
     });
   const tcp = { host: u.hostname, port: Number(u.port) };
-  const out = { unbound: [] as number[], tcp: [] as number[], socket: [] as number[] };
+  const out = { unbound: [] as number[], tcp: [] as number[], walk: [] as number[], socket: [] as number[] };
   for (let i = 0; i < ROUNDS + 20; i++) {
     const u0 = await once(tcp, "key-unbound");
     const t0 = await once(tcp, "key-tcp");
+    const w0 = i % 10 === 0 ? await once(tcp, "key-walk") : undefined;
     const s0 = await once({ socketPath: socket }, "key-socket");
     if (i < 20) continue; // warm-up
     out.unbound.push(u0);
     out.tcp.push(t0);
+    if (w0 !== undefined) out.walk.push(w0);
     out.socket.push(s0);
   }
   process.send!(out);
@@ -73,14 +75,16 @@ export async function run(): Promise<void> {
   });
   await new Promise<void>((r) => upstream.listen(0, "127.0.0.1", r));
   const dir = await mkdtemp(join(tmpdir(), "polar-bind-bench-"));
-  const sessions = new Map(["unbound", "tcp", "socket"].map((m) => [`key-${m}`, { sessionId: m, taskId: "t", attempt: 1, metadata: {}, active: true }]));
+  const sessions = new Map(["unbound", "tcp", "walk", "socket"].map((m) => [`key-${m}`, { sessionId: m, taskId: "t", attempt: 1, metadata: {}, active: true }]));
   let clientPid = 0;
+  const tcpBinding = { via: "tcp" as const, roots: () => [clientPid] };
   const proxy = await startProxy(
     {
       sessions: { lookup: (c) => sessions.get(c) },
       sink: { record: async () => {} },
       log: silentLogger(),
-      peers: { bindingOf: (id) => (id === "tcp" ? { via: "tcp", roots: () => [clientPid] } : id === "socket" ? { via: "socket" } : undefined) },
+      // "tcp": one binding, as a gateway keeps it (its tree is remembered); "walk": a new one each time (every check walks /proc).
+      peers: { bindingOf: ({ sessionId: id }) => (id === "tcp" ? tcpBinding : id === "walk" ? { via: "tcp", roots: () => [clientPid] } : id === "socket" ? { via: "socket" } : undefined) },
     },
     {
       host: "127.0.0.1", port: 0, upstreams: [`http://127.0.0.1:${(upstream.address() as { port: number }).port}`],
@@ -92,14 +96,16 @@ export async function run(): Promise<void> {
   try {
     const child = fork(SELF, [], { env: { ...process.env, POLAR_BIND_BENCH: JSON.stringify({ url: proxy.url, socket }) }, stdio: ["ignore", "inherit", "inherit", "ipc"] });
     clientPid = child.pid!;
-    const r = await new Promise<Record<"unbound" | "tcp" | "socket", number[]>>((resolve, reject) => {
+    const r = await new Promise<Record<"unbound" | "tcp" | "walk" | "socket", number[]>>((resolve, reject) => {
       child.once("message", (m) => resolve(m as never));
       child.once("exit", (code) => reject(new Error(`client exited with ${code}`)));
     });
-    const [u, t, s] = [median(r.unbound), median(r.tcp), median(r.socket)];
+    const [u, t, w, s] = [median(r.unbound), median(r.tcp), median(r.walk), median(r.socket)];
     const f = (x: number) => x.toFixed(3);
-    console.log(`first request on a fresh connection, ${ROUNDS} each, interleaved (medians):`);
-    console.log(`  unbound (TCP) ${f(u)} ms | bound by process tree (TCP) ${f(t)} ms: +${f(t - u)} ms (x${(t / u).toFixed(2)}) | bound to its socket (Unix) ${f(s)} ms`);
+    console.log(`first request on a fresh connection, ${ROUNDS} each (${r.walk.length} for the walk), interleaved (medians):`);
+    console.log(`  unbound (TCP) ${f(u)} ms | bound to its socket (Unix) ${f(s)} ms`);
+    console.log(`  bound by process tree (TCP), a process already seen in the tree: ${f(t)} ms, +${f(t - u)} ms`);
+    console.log(`  bound by process tree (TCP), a process not seen yet (walks /proc): ${f(w)} ms, +${f(w - u)} ms`);
     console.log(`  processes on this host: ${(await import("node:fs")).readdirSync("/proc").filter((e) => /^\d+$/.test(e)).length} (the tree walk reads each one's stat)`);
   } finally {
     await proxy.stop();

@@ -12,7 +12,8 @@ import { proxyError } from "./errors.ts";
 import type { PeerBinding, PeerDirectory, ProxySession } from "./types.ts";
 
 const tags = new WeakMap<Socket, string>();
-const verdicts = new WeakMap<Socket, { sessionId: string; ok: boolean }>();
+/** The last verdict on a connection, for one session attempt (`<session id>#<attempt>`). */
+const verdicts = new WeakMap<Socket, { key: string; ok: boolean }>();
 /** Processes last seen in a binding's trees (pid -> start time): checked first, before walking /proc again. */
 const members = new WeakMap<PeerBinding, Map<number, string>>();
 
@@ -30,8 +31,9 @@ export function tagConnection(socket: Socket, sessionId: string): void {
 export async function admitPeer(peers: PeerDirectory | undefined, socket: Socket, session: ProxySession): Promise<void> {
   if (!peers) return;
   const cached = verdicts.get(socket);
-  const ok = cached?.sessionId === session.sessionId ? cached.ok : await decide(peers, socket, session.sessionId);
-  if (cached?.sessionId !== session.sessionId) verdicts.set(socket, { sessionId: session.sessionId, ok });
+  const key = `${session.sessionId}#${session.attempt}`;
+  const ok = cached?.key === key ? cached.ok : await decide(peers, socket, session);
+  if (cached?.key !== key) verdicts.set(socket, { key, ok });
   if (!ok) {
     throw proxyError("forbidden", "this session credential belongs to another sandbox: it is accepted only from its own session's connection", {
       reason: "credential_bound_elsewhere",
@@ -39,9 +41,10 @@ export async function admitPeer(peers: PeerDirectory | undefined, socket: Socket
   }
 }
 
-async function decide(peers: PeerDirectory, socket: Socket, sessionId: string): Promise<boolean> {
+async function decide(peers: PeerDirectory, socket: Socket, session: ProxySession): Promise<boolean> {
+  const { sessionId } = session;
   const tag = tags.get(socket);
-  const binding = peers.bindingOf(sessionId);
+  const binding = peers.bindingOf(session);
   if (!binding) return tag === undefined || tag === sessionId;
   if (binding.via === "socket") return tag === sessionId;
   const { remoteAddress, remotePort, localAddress, localPort } = socket;

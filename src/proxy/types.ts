@@ -32,8 +32,8 @@ export interface SessionDirectory {
 export type PeerBinding = { via: "socket" } | { via: "tcp"; roots(): Iterable<number> | Promise<Iterable<number>> };
 
 export interface PeerDirectory {
-  /** The binding of a session, or undefined (the credential works from anywhere). */
-  bindingOf(sessionId: string): PeerBinding | undefined;
+  /** The binding of a session attempt, or undefined (its credential works from anywhere but other sessions' sockets). */
+  bindingOf(session: ProxySession): PeerBinding | undefined;
 }
 
 export interface CaptureSink {

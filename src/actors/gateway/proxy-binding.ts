@@ -9,17 +9,17 @@
 import { createHash } from "node:crypto";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import type { PeerBinding, PeerDirectory, ProxyHandle } from "../../proxy/types.ts";
+import type { PeerBinding, PeerDirectory, ProxyHandle, ProxySession } from "../../proxy/types.ts";
 import type { Runtime, RuntimeContext } from "../../runtimes/types.ts";
 
 interface Bound {
-  attempt: number;
   binding?: PeerBinding;
   socket?: { close(): Promise<void> };
 }
 
 export class SessionBindings implements PeerDirectory {
-  readonly #bySession = new Map<string, Bound>();
+  /** By `<session id>\0<attempt>`: a redelivered attempt on this gateway never touches an older one's socket. */
+  readonly #byAttempt = new Map<string, Bound>();
   readonly #socketDir: string;
   readonly #on: boolean;
   #proxy: ProxyHandle | undefined;
@@ -42,30 +42,36 @@ export class SessionBindings implements PeerDirectory {
   async open(sessionId: string, attempt: number): Promise<RuntimeContext["proxy"]> {
     const proxy = this.#proxy!;
     if (!this.#on) return { url: proxy.url, socketPath: proxy.socketPath };
-    await this.close(sessionId);
+    const key = keyOf(sessionId, attempt);
+    await this.close(sessionId, attempt);
     await mkdir(this.#socketDir, { recursive: true, mode: 0o700 });
-    const path = join(this.#socketDir, `${createHash("sha256").update(`${sessionId}\0${attempt}`).digest("hex").slice(0, 20)}.sock`);
-    const bound: Bound = { attempt };
-    this.#bySession.set(sessionId, bound);
+    const path = join(this.#socketDir, `${createHash("sha256").update(key).digest("hex").slice(0, 20)}.sock`);
+    const bound: Bound = {};
+    this.#byAttempt.set(key, bound);
     bound.socket = await proxy.openSessionSocket(sessionId, path);
     return { url: proxy.url, socketPath: path };
   }
 
   /** Records where the attempt's runtime reaches the proxy from (none: the credential stays usable anywhere but other sessions' sockets). */
   bind(sessionId: string, attempt: number, runtime: Runtime): void {
-    const bound = this.#bySession.get(sessionId);
-    if (bound?.attempt === attempt) bound.binding = runtime.proxyPeers?.();
+    const bound = this.#byAttempt.get(keyOf(sessionId, attempt));
+    if (bound) bound.binding = runtime.proxyPeers?.();
   }
 
-  /** Closes the attempt's socket (all attempts' when `attempt` is omitted). */
-  async close(sessionId: string, attempt?: number): Promise<void> {
-    const bound = this.#bySession.get(sessionId);
-    if (!bound || (attempt !== undefined && bound.attempt !== attempt)) return;
-    this.#bySession.delete(sessionId);
+  /** Closes the attempt's socket and forgets its binding. */
+  async close(sessionId: string, attempt: number): Promise<void> {
+    const key = keyOf(sessionId, attempt);
+    const bound = this.#byAttempt.get(key);
+    if (!bound) return;
+    this.#byAttempt.delete(key);
     await bound.socket?.close();
   }
 
-  bindingOf(sessionId: string): PeerBinding | undefined {
-    return this.#bySession.get(sessionId)?.binding;
+  bindingOf(session: ProxySession): PeerBinding | undefined {
+    return this.#byAttempt.get(keyOf(session.sessionId, session.attempt))?.binding;
   }
+}
+
+function keyOf(sessionId: string, attempt: number): string {
+  return `${sessionId}\0${attempt}`;
 }
