@@ -4,6 +4,7 @@
  * - callbacks carry an `Idempotency-Key` (task id + delivery id) that a real
  *   HTTP receiver can drop repeats by: a retried POST has the same key,
  *   another task and another run of the same task id have other keys;
+ * - a task shows `completed` only once every trace of it is on POLAR_TRACES;
  * - `metadata.eval_sampling_seed_base` no longer makes sessions ERROR: every
  *   session completes and carries `eval_sampling_seed = base + sample index`.
  */
@@ -11,7 +12,8 @@ import { createServer, type Server } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { request } from "../src/nats/messages.ts";
 import type { TaskResult, TaskStatus } from "../src/protocol/schemas.ts";
-import { SUBJECTS } from "../src/protocol/subjects.ts";
+import { STREAMS, SUBJECTS } from "../src/protocol/subjects.ts";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { listen, readBody } from "../src/util/http.ts";
 import { waitFor, waitTaskDone } from "./helpers/gateway.ts";
 import { startTestSystem, type TestSystem } from "./helpers/system.ts";
@@ -93,6 +95,28 @@ describe("task delivery", () => {
     const kept = new Map(received.filter((r) => r.answered === 200).map((r) => [r.key, r.body.task_id]));
     expect([...kept.values()].sort()).toEqual(["cb-a", "cb-a", "cb-b"]);
   }, 120_000);
+
+  it("every trace is on POLAR_TRACES by the time a status poll first says completed", async () => {
+    const jsm = await jetstreamManager(sys.client);
+    const calls = `${CALL} && ${CALL} && ${CALL}`;
+    await request(sys.client, SUBJECTS.api.submit, task("traces-first", { num_samples: 4, agent: { harness: "shell", custom_shell: { command: calls } } }));
+    // Poll as fast as the API answers; at the first "completed", count the task's traces on the stream.
+    let onStream = -1;
+    const deadline = Date.now() + 60_000;
+    while (Date.now() < deadline) {
+      const st = await request<TaskStatus>(sys.client, SUBJECTS.api.get, { task_id: "traces-first", limit: 1 });
+      if (st.status === "completed") {
+        const info = await jsm.streams.info(STREAMS.traces, { subjects_filter: SUBJECTS.traceFilter("traces-first") });
+        onStream = Object.values(info.state.subjects ?? {}).reduce((a, n) => a + n, 0);
+        break;
+      }
+    }
+    const st = await waitTaskDone(sys, "traces-first", 5_000);
+    const expected = st.results.reduce((a, r) => a + r.trajectory.traces.length, 0);
+    expect(st.results.map((r) => [r.status, r.error])).toEqual(st.results.map(() => ["COMPLETED", null]));
+    expect(expected).toBe(12); // three calls per session, one trace each
+    expect(onStream).toBe(expected);
+  }, 90_000);
 
   it("metadata.eval_sampling_seed_base: every session completes with eval_sampling_seed = base + sample index", async () => {
     const base = 4242;
