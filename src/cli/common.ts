@@ -33,6 +33,13 @@ export async function resolveNatsAuth(url: string, role: Role = "trainer"): Prom
   return found && found.state.nats_url === url ? found.state.nats_credentials?.[role] : undefined;
 }
 
+/** `--creds FILE`: a `.creds` file (user JWT and NKey seed) replaces other credentials; TLS settings stay. */
+export function withCreds(auth: NatsAuth | undefined, creds: string | undefined): NatsAuth | undefined {
+  if (!creds) return auth;
+  const { tls_ca_file, tls_cert_file, tls_key_file } = auth ?? {};
+  return { creds_file: creds, tls_ca_file, tls_cert_file, tls_key_file };
+}
+
 /** Resolves on the first SIGINT/SIGTERM (the CLI entry owns signals, never library code). */
 export function untilSignal(): Promise<NodeJS.Signals> {
   return new Promise((resolve) => {

@@ -27,6 +27,8 @@ export interface NatsServerOptions {
   auth?: ServerUser[] | { token: string };
   /** Serve TLS with this certificate (and verify client certificates against `ca_file` when `verify`). */
   tls?: ServerTls;
+  /** More nats-server config lines (e.g. operator mode: `operator`, `resolver`, `resolver_preload`). */
+  extraConfig?: string;
 }
 
 export interface NatsServerHandle {
@@ -59,7 +61,7 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
   const args = ["-js", "-sd", storeDir, "-a", "127.0.0.1", "-p", String(opts.port || -1), "--ports_file_dir", portsDir];
   // max_payload has no command-line flag in nats-server 2.9: it goes in a config file.
   const confPath = join(portsDir, "nats.conf");
-  const conf = [`max_payload: ${opts.maxPayload ?? 8 * 1024 * 1024}`, serverAuthConfig(opts.auth, opts.tls)];
+  const conf = [`max_payload: ${opts.maxPayload ?? 8 * 1024 * 1024}`, serverAuthConfig(opts.auth, opts.tls), opts.extraConfig ?? ""];
   await writeFile(confPath, `${conf.join("\n")}\n`, { mode: 0o600 }); // holds passwords
   args.push("-c", confPath);
   const child = spawn(binary, args, { stdio: ["ignore", "ignore", "pipe"] });

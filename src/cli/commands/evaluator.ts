@@ -4,7 +4,7 @@ import { evaluatorOptionsFrom, loadConfig } from "../../app/config.ts";
 import { createRegistries } from "../../app/registries.ts";
 import { connectNats } from "../../nats/infra.ts";
 import { createLogger } from "../../util/log.ts";
-import { resolveNatsAuth, resolveNatsUrl, untilSignal } from "../common.ts";
+import { resolveNatsAuth, resolveNatsUrl, untilSignal, withCreds } from "../common.ts";
 
 export function register(program: Command): void {
   program
@@ -12,15 +12,16 @@ export function register(program: Command): void {
     .description("run one Evaluator actor: takes evaluation requests of a pool from the POLAR_EVALS work queue and evaluates them in fresh runtimes")
     .option("-c, --config <file>", "config file (JSON; its `evaluator` and `infra` sections)")
     .option("--nats <url>", "NATS server URL (default: POLAR_NATS_URL or the running `polar up`)")
+    .option("--creds <file>", "NATS .creds file (user JWT and NKey seed, as nsc writes it) to authenticate with")
     .option("--node-id <id>", "node id (default: random)")
     .option("--pool <name>", "the pool whose evaluations it takes")
     .option("--max-concurrency <n>", "evaluations at once", Number)
-    .action(async (o: { config?: string; nats?: string; nodeId?: string; pool?: string; maxConcurrency?: number }) => {
+    .action(async (o: { config?: string; nats?: string; creds?: string; nodeId?: string; pool?: string; maxConcurrency?: number }) => {
       const config = await loadConfig(o.config);
       const opts = evaluatorOptionsFrom(config);
       const log = createLogger();
       const url = await resolveNatsUrl(o.nats ?? config.nats_url);
-      const nc = await connectNats(url, `polar-evaluator-${o.nodeId ?? ""}`, config.security.nats_auth ?? (await resolveNatsAuth(url, "evaluator")));
+      const nc = await connectNats(url, `polar-evaluator-${o.nodeId ?? ""}`, withCreds(config.security.nats_auth ?? (await resolveNatsAuth(url, "evaluator")), o.creds));
       const ev = await startEvaluator(
         { nc, log, registries: createRegistries() },
         { ...opts, nodeId: o.nodeId ?? opts.nodeId, pool: o.pool ?? opts.pool, maxConcurrency: o.maxConcurrency ?? opts.maxConcurrency },

@@ -5,7 +5,7 @@ import { createRegistries } from "../../app/registries.ts";
 import { closeNats, connectNats } from "../../nats/infra.ts";
 import { PolarError } from "../../protocol/errors.ts";
 import { createLogger } from "../../util/log.ts";
-import { exitSoon, resolveNatsAuth, resolveNatsUrl, watchSignals } from "../common.ts";
+import { exitSoon, resolveNatsAuth, resolveNatsUrl, watchSignals, withCreds } from "../common.ts";
 
 export function register(program: Command): void {
   program
@@ -13,6 +13,7 @@ export function register(program: Command): void {
     .description("run one Gateway (node) actor: pulls sessions, runs harnesses in runtimes, serves the capturing proxy")
     .option("-c, --config <file>", "config file (JSON, see config/polar.example.json)")
     .option("--nats <urls>", "NATS server URL(s), comma-separated for a cluster (default: POLAR_NATS_URL or the running `polar up`)")
+    .option("--creds <file>", "NATS .creds file (user JWT and NKey seed, as nsc writes it) to authenticate with")
     .option("--node-id <id>", "node id (default: random)")
     .option("--pool <name>", "dispatch pool")
     .option("--upstream <url...>", "inference server base URL(s), e.g. http://127.0.0.1:8000")
@@ -22,7 +23,7 @@ export function register(program: Command): void {
     .option("--drain-timeout <seconds>", "on SIGTERM/SIGINT or a drain request, how long held sessions may finish before they are requeued (default 300)", Number)
     .option("--no-evaluator", "host no evaluator actor (remote evaluations then run on `polar evaluator` processes)")
     .option("--max-evals <n>", "evaluations the hosted evaluator runs at once", Number)
-    .action(async (o: { config?: string; nats?: string; nodeId?: string; pool?: string; upstream?: string[]; flavor?: "vllm" | "sglang"; proxyPort?: number; maxRun?: number; drainTimeout?: number; evaluator: boolean; maxEvals?: number }) => {
+    .action(async (o: { config?: string; nats?: string; creds?: string; nodeId?: string; pool?: string; upstream?: string[]; flavor?: "vllm" | "sglang"; proxyPort?: number; maxRun?: number; drainTimeout?: number; evaluator: boolean; maxEvals?: number }) => {
       const config = await loadConfig(o.config);
       const opts = gatewayOptionsFrom(config);
       if (o.upstream) opts.proxy.upstreams = o.upstream;
@@ -36,7 +37,7 @@ export function register(program: Command): void {
       }
       const log = createLogger();
       const url = await resolveNatsUrl(o.nats ?? config.nats_url);
-      const nc = await connectNats(url, `polar-gateway-${o.nodeId ?? ""}`, config.security.nats_auth ?? (await resolveNatsAuth(url, "gateway")));
+      const nc = await connectNats(url, `polar-gateway-${o.nodeId ?? ""}`, withCreds(config.security.nats_auth ?? (await resolveNatsAuth(url, "gateway")), o.creds));
       const evaluator = !o.evaluator ? false : o.maxEvals ? { maxConcurrency: o.maxEvals } : opts.evaluator;
       const gw = await startGateway({ nc, log, registries: createRegistries() }, { ...opts, evaluator, nodeId: o.nodeId ?? opts.nodeId, pool: o.pool ?? opts.pool });
       process.stdout.write(`gateway ${gw.nodeId}: proxy ${gw.proxyUrl}${gw.evaluator ? `, evaluator ${gw.evaluator.nodeId}` : ""}

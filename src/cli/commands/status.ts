@@ -3,7 +3,7 @@ import { connectNats } from "../../nats/infra.ts";
 import { request } from "../../nats/messages.ts";
 import type { SystemStatus, TaskStatus } from "../../protocol/schemas.ts";
 import { SUBJECTS } from "../../protocol/subjects.ts";
-import { resolveNatsAuth, resolveNatsUrl } from "../common.ts";
+import { resolveNatsAuth, resolveNatsUrl, withCreds } from "../common.ts";
 import { fetchTask, formatSummary } from "../submit-flow.ts";
 
 export function register(program: Command): void {
@@ -12,11 +12,12 @@ export function register(program: Command): void {
     .description("show pending sessions, running tasks and gateway nodes; with a task id, that task's sessions")
     .argument("[task_id]", "a task to show")
     .option("--nats <urls>", "NATS server URL(s), comma-separated for a cluster (default: POLAR_NATS_URL or the running `polar up`)")
+    .option("--creds <file>", "NATS .creds file (user JWT and NKey seed, as nsc writes it) to authenticate with")
     .option("--json", "print JSON")
     .option("--results", "with a task id and --json: include its SessionResults")
-    .action(async (taskId: string | undefined, o: { nats?: string; json?: boolean; results?: boolean }) => {
+    .action(async (taskId: string | undefined, o: { nats?: string; creds?: string; json?: boolean; results?: boolean }) => {
       const url = await resolveNatsUrl(o.nats);
-      const nc = await connectNats(url, "polar-cli", await resolveNatsAuth(url));
+      const nc = await connectNats(url, "polar-cli", withCreds(await resolveNatsAuth(url), o.creds));
       try {
         if (taskId) {
           const st = await fetchTask(nc, taskId, { withResults: o.json && o.results });

@@ -1,6 +1,6 @@
 import type { Command } from "commander";
 import { connectNats } from "../../nats/infra.ts";
-import { resolveNatsAuth, resolveNatsUrl } from "../common.ts";
+import { resolveNatsAuth, resolveNatsUrl, withCreds } from "../common.ts";
 import { followTask, formatSummary, readTaskFile, submitTask } from "../submit-flow.ts";
 
 export function register(program: Command): void {
@@ -9,13 +9,14 @@ export function register(program: Command): void {
     .description("submit a task (JSON file) over NATS; with --wait, follow it to the end and print per-session results")
     .argument("<task>", "task file (TaskRequest JSON, see config/tasks/)")
     .option("--nats <urls>", "NATS server URL(s), comma-separated for a cluster (default: POLAR_NATS_URL or the running `polar up`)")
+    .option("--creds <file>", "NATS .creds file (user JWT and NKey seed, as nsc writes it) to authenticate with")
     .option("--wait", "wait until the task finishes, printing a line as each session's result lands")
     .option("--out <file>", "with --wait: write every trace to this JSONL file")
     .option("--json", "print the final TaskStatus as JSON")
-    .action(async (file: string, o: { nats?: string; wait?: boolean; out?: string; json?: boolean }) => {
+    .action(async (file: string, o: { nats?: string; creds?: string; wait?: boolean; out?: string; json?: boolean }) => {
       const task = await readTaskFile(file);
       const url = await resolveNatsUrl(o.nats);
-      const nc = await connectNats(url, "polar-cli", await resolveNatsAuth(url));
+      const nc = await connectNats(url, "polar-cli", withCreds(await resolveNatsAuth(url), o.creds));
       try {
         const reply = await submitTask(nc, task);
         process.stdout.write(`submitted ${reply.task_id}: ${reply.total_sessions} sessions\n`);
