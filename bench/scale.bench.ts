@@ -31,10 +31,10 @@ const parts = (process.env.POLAR_BENCH_PARTS ?? "overhead,concurrent,rss,gateway
 export async function run(): Promise<void> {
   console.log(`scale benchmark (${small ? "small" : "default"} scale), ${load()}`);
   const t0 = performance.now();
-  if (parts.includes("overhead")) await overhead(size("POLAR_BENCH_OVERHEAD_SESSIONS", 200, 50));
-  if (parts.includes("concurrent")) await concurrent(size("POLAR_BENCH_CONCURRENT", 1024, 64), small);
-  if (parts.includes("rss")) await rssGrowth(size("POLAR_BENCH_RSS_SESSIONS", 2000, 500));
-  if (parts.includes("gateways")) await gateways(size("POLAR_BENCH_GATEWAY_SESSIONS", 120, 32));
   if (parts.includes("staging")) await staging(size("POLAR_BENCH_STAGING_SESSIONS", 32, 16));
+  if (parts.includes("concurrent")) await concurrent(size("POLAR_BENCH_CONCURRENT", 1024, 64), small);
+  if (parts.includes("overhead")) await overhead(size("POLAR_BENCH_OVERHEAD_SESSIONS", 200, 50));
+  if (parts.includes("gateways")) await gateways(size("POLAR_BENCH_GATEWAY_SESSIONS", 120, 32));
+  if (parts.includes("rss")) await rssGrowth(size("POLAR_BENCH_RSS_SESSIONS", 2000, 500));
   console.log(`scale benchmark done in ${((performance.now() - t0) / 1000).toFixed(0)} s, ${load()}`);
 }
