@@ -18,9 +18,9 @@ import { up, type UpHandle } from "../src/app/up.ts";
 import { connectNats } from "../src/nats/infra.ts";
 import { startNatsServer } from "../src/nats/launcher.ts";
 import { request } from "../src/nats/messages.ts";
-import { encode, makeHeaders } from "../src/protocol/codec.ts";
+import { decode, encode, makeHeaders } from "../src/protocol/codec.ts";
 import type { PolarError } from "../src/protocol/errors.ts";
-import { emptyTiming, type SessionLease, type SessionResult, type TaskStatus } from "../src/protocol/schemas.ts";
+import { emptyTiming, SessionLease, type SessionResult, type TaskStatus } from "../src/protocol/schemas.ts";
 import { BUCKETS, CONTENT_TYPES, STREAMS, SUBJECTS, leaseKey } from "../src/protocol/subjects.ts";
 import { createNkeyUser } from "../src/security/nats-auth.ts";
 import { sha256Hex, verifyResultSource } from "../src/security/result-auth.ts";
@@ -194,6 +194,54 @@ describe("NATS roles of polar up", () => {
     expect(done.sessions[0]).toMatchObject({ node_id: "gw-holder", reward: 1, trace_count: 1 });
     await request(trainer, SUBJECTS.api.cancel, { task_id: "auth-lease" }).catch(() => undefined);
   });
+
+  it("a valid gateway credential cannot forge the result of a session the real gateway holds, nor of a queued one; nothing changes", async () => {
+    const go = join(dir, "forge-go");
+    await request(trainer, SUBJECTS.api.submit, task("auth-forge", `while [ ! -e ${go} ]; do sleep 0.1; done; node ${JSON.stringify(CLIENT)}`));
+    const st = await until("auth-forge to run", async () => {
+      const s = await get("auth-forge");
+      return s.sessions[0].status === "RUNNING" ? s : undefined;
+    });
+    const sid = st.sessions[0].session_id;
+    // The real gateway took the session's lease when it started it.
+    const leases = await new Kvm(gateway).open(BUCKETS.leases);
+    const lease = SessionLease.parse(decode((await leases.get(leaseKey(sid)))!.value));
+    expect(lease).toMatchObject({ session_id: sid, task_id: "auth-forge", attempt: 1, node_id: st.sessions[0].node_id });
+    // A session nobody started has no lease.
+    await request(trainer, SUBJECTS.api.submit, { ...task("auth-forge-queued", "true"), pool: "nobody-forge" });
+    const queued = (await get("auth-forge-queued")).sessions[0].session_id;
+    const leased = async (id: string) => (await leases.get(leaseKey(id)))?.operation === "PUT";
+    expect(await leased(queued)).toBe(false);
+
+    const traces = await streamCount(STREAMS.traces);
+    const forgeries = [
+      forged(sid, "auth-forge", { node_id: lease.node_id }), // the holder's node id, no token
+      forged(sid, "auth-forge", { node_id: lease.node_id, lease_token: "a-guessed-token" }),
+      forged(sid, "auth-forge", { node_id: "gw-forger", lease_token: "a-guessed-token" }),
+      forged(queued, "auth-forge-queued", { node_id: lease.node_id }),
+    ];
+    for (const r of forgeries) expect(await tryPublish(gateway, SUBJECTS.result(r.task_id), r)).toBe("stored");
+    await resultsDrained();
+    const held = await get("auth-forge");
+    expect(held).toMatchObject({ status: "running", completed_sessions: 0 });
+    expect(held.sessions[0]).toMatchObject({ session_id: sid, status: "RUNNING", reward: null, trace_count: 0 });
+    const q = await get("auth-forge-queued");
+    expect(q).toMatchObject({ status: "running", completed_sessions: 0 });
+    expect(q.sessions[0].reward).toBeNull();
+    expect(await streamCount(STREAMS.traces)).toBe(traces);
+
+    // The holder's own result still lands, once, with the trace it really made.
+    await writeFile(go, "");
+    const done = await until("the real result", async () => {
+      const s = await get("auth-forge");
+      return s.status === "completed" ? s : undefined;
+    });
+    expect(done.results.map((r) => [r.session_id, r.node_id, r.attempt, r.status])).toEqual([[sid, lease.node_id, 1, "COMPLETED"]]);
+    expect(done.sessions[0].trace_count).toBe(1);
+    expect(await streamCount(STREAMS.traces)).toBe(traces + 1);
+    expect(await leased(sid)).toBe(false); // released once the result was recorded
+    await request(trainer, SUBJECTS.api.cancel, { task_id: "auth-forge-queued" });
+  }, 90_000);
 
   it("with leases required, a session without a lease accepts no gateway result", async () => {
     const leases = await new Kvm(admin).open(BUCKETS.leases);
