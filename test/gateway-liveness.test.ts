@@ -1,8 +1,10 @@
 /**
  * Liveness: the supervisor's node monitor reads heartbeats and takes a node
  * whose beats stopped for gone (jitter- and outage-tolerant, injected clock);
- * a gateway killed with SIGKILL has its sessions released at once (lease
- * expired, delivery NAKed), so they run elsewhere long before ack_wait (30 s).
+ * a `polar gateway` process killed with SIGKILL has its sessions released
+ * within seconds (lease expired, delivery NAKed), so they run elsewhere long
+ * before ack_wait (30 s), exactly once, and the lease history shows the dead
+ * node's attempt ended before the next one began.
  */
 import { spawn } from "node:child_process";
 import { mkdtemp, writeFile } from "node:fs/promises";
@@ -11,10 +13,13 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Liveness } from "../src/actors/supervisor/node-monitor.ts";
+import { openInfra } from "../src/nats/infra.ts";
 import { request } from "../src/nats/messages.ts";
-import { SUBJECTS } from "../src/protocol/subjects.ts";
+import { decode } from "../src/protocol/codec.ts";
+import { SessionLease } from "../src/protocol/schemas.ts";
+import { leaseKey, STREAMS, SUBJECTS } from "../src/protocol/subjects.ts";
 import { ONE_CALL, shellTask, taskStatus, waitFor, waitTaskDone } from "./helpers/gateway.ts";
-import { startTestSystem, type TestSystem } from "./helpers/system.ts";
+import { startTestSystem, TEST_INFRA, type TestSystem } from "./helpers/system.ts";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
@@ -81,11 +86,19 @@ describe("a gateway killed with SIGKILL", () => {
     await sys?.stop();
   });
 
-  it("its session is released at once and completes elsewhere as attempt 2, long before ack_wait", async () => {
-    const infra = { dispatchAckWaitMs: 30_000, maxDeliver: 5, nodeTtlMs: 10_000 };
+  it("its sessions are released within seconds, complete elsewhere exactly once, and never run on two gateways at once", async () => {
+    // ack_wait 60 s: a release that waited for it could not finish within the deadlines below.
+    const infra = { dispatchAckWaitMs: 60_000, maxDeliver: 5, nodeTtlMs: 10_000 };
     const dir = await mkdtemp(join(tmpdir(), "polar-gw-"));
     const cfg = join(dir, "gw.json");
-    await writeFile(cfg, JSON.stringify({ gateway: { pool: "kill9", heartbeat_interval_ms: 300 }, infra: { dispatch_ack_wait_ms: 30_000, max_deliver: 5, node_ttl_ms: 10_000 } }));
+    await writeFile(cfg, JSON.stringify({ gateway: { pool: "kill9", heartbeat_interval_ms: 300 }, infra: { dispatch_ack_wait_ms: 60_000, max_deliver: 5, node_ttl_ms: 10_000 } }));
+    // Every write to polar_leases, in order, with when this test saw it.
+    const kv = await openInfra(sys.client, TEST_INFRA);
+    const history: Array<{ key: string; op: string; lease?: SessionLease; seenAt: number }> = [];
+    const watch = await kv.leases.watch();
+    void (async () => {
+      for await (const e of watch) history.push({ key: e.key, op: e.operation, lease: e.operation === "PUT" ? SessionLease.parse(decode(e.value)) : undefined, seenAt: Date.now() });
+    })();
     const child = spawn(
       process.execPath,
       [join(ROOT, "bin/polar.js"), "gateway", "--nats", sys.nats.url, "--upstream", sys.upstream.url, "--node-id", "gw-killed", "-c", cfg],
@@ -93,27 +106,46 @@ describe("a gateway killed with SIGKILL", () => {
     );
     const exited = new Promise((r) => child.once("exit", r));
     try {
-      await request(sys.client, SUBJECTS.api.submit, shellTask("killed-9", `${ONE_CALL} && sleep 3 && ${ONE_CALL}`, { pool: "kill9" }));
-      await waitFor("the session RUNNING on gw-killed", async () => {
-        const s = (await taskStatus(sys, "killed-9")).sessions[0];
-        return s?.status === "RUNNING" && s.node_id === "gw-killed";
+      await request(sys.client, SUBJECTS.api.submit, shellTask("killed-9", `${ONE_CALL} && sleep 3 && ${ONE_CALL}`, { pool: "kill9", num_samples: 2 }));
+      await waitFor("both sessions RUNNING on gw-killed", async () => {
+        const ss = (await taskStatus(sys, "killed-9")).sessions;
+        return ss.length === 2 && ss.every((s) => s.status === "RUNNING" && s.node_id === "gw-killed");
       }, 120_000, 100); // a polar process starts slowly on a loaded machine
+      // The rescuer is up before the kill (nothing is left in the queue for it until then).
+      await sys.startGateway({ nodeId: "gw-rescuer", pool: "kill9", infra });
     } finally {
       child.kill("SIGKILL");
       await exited;
     }
     const killedAt = Date.now();
-    await sys.startGateway({ nodeId: "gw-rescuer", pool: "kill9", infra });
-    // Not RUNNING on the dead node for the ack_wait: released within a few heartbeats.
-    await waitFor("the session no longer shown RUNNING on the killed node", async () => {
-      const s = (await taskStatus(sys, "killed-9")).sessions[0];
-      return !(s.status === "RUNNING" && s.node_id === "gw-killed");
-    }, 10_000, 100);
-    const st = await waitTaskDone(sys, "killed-9", 25_000);
-    const elapsed = Date.now() - killedAt;
-    const r = st.results[0];
-    expect([r.status, r.attempt, r.node_id]).toEqual(["COMPLETED", 2, "gw-rescuer"]);
-    expect(r.completion_session?.completions.map((c) => c.attempt)).toEqual([2, 2]);
-    expect(elapsed).toBeLessThan(25_000); // the ack_wait alone is 30 s
+    // Not RUNNING on the dead node until ack_wait: released after a few missed heartbeats (5 s at least).
+    await waitFor("no session shown RUNNING on the killed node", async () => {
+      const ss = (await taskStatus(sys, "killed-9")).sessions;
+      return ss.every((s) => !(s.status === "RUNNING" && s.node_id === "gw-killed"));
+    }, 20_000, 100);
+    const st = await waitTaskDone(sys, "killed-9", 40_000); // both attempts done well before the 60 s ack_wait
+    expect(st.results.map((r) => [r.status, r.attempt, r.node_id])).toEqual([
+      ["COMPLETED", 2, "gw-rescuer"],
+      ["COMPLETED", 2, "gw-rescuer"],
+    ]);
+    for (const r of st.results) expect(r.completion_session?.completions.map((c) => c.attempt)).toEqual([2, 2]);
+    // Exactly once: one SessionResult per session on POLAR_RESULTS.
+    const subject = SUBJECTS.result("killed-9");
+    const info = await kv.jsm.streams.info(STREAMS.results, { subjects_filter: subject });
+    expect(info.state.subjects?.[subject]).toBe(2);
+    // Never on two gateways at once: for each session, attempt 1's lease (gw-killed) was expired
+    // before attempt 2 (gw-rescuer) took it, and attempt 2 started after the kill.
+    await watch.stop();
+    for (const r of st.results) {
+      const h = history.filter((e) => e.key === leaseKey(r.session_id));
+      const first2 = h.findIndex((e) => e.lease?.attempt === 2);
+      const last1 = h.findLastIndex((e) => e.lease?.attempt === 1);
+      expect(h[last1].lease).toMatchObject({ node_id: "gw-killed", attempt: 1 });
+      expect(h[first2].lease).toMatchObject({ node_id: "gw-rescuer", attempt: 2 });
+      expect(last1).toBeLessThan(first2);
+      expect(h.slice(last1 + 1, first2).map((e) => e.op)).toContain("DEL");
+      expect(Date.parse(h[first2].lease!.init_at)).toBeGreaterThanOrEqual(killedAt - 50);
+      expect(Date.parse(h[first2].lease!.init_at)).toBeGreaterThan(Date.parse(h[last1].lease!.updated_at));
+    }
   }, 200_000);
 });
