@@ -1,8 +1,9 @@
 /**
  * Finished work is never thrown away, over the real system (nats-server,
  * supervisor, gateways with the local runtime, the sim):
- * - results finished during a NATS outage are published when NATS is back
- *   (retried with backoff), not re-run as a new attempt;
+ * - results finished during a 30 s NATS outage (two gateways) are published
+ *   when NATS is back (retried with backoff), not re-run as a new attempt,
+ *   and each lands once;
  * - a gateway asked to stop finishes POSTRUN of sessions whose agent already
  *   finished and publishes them instead of handing them back;
  * - a session redelivered to the gateway that still runs its older attempt
@@ -11,9 +12,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startNatsServer, type NatsServerHandle } from "../src/nats/launcher.ts";
 import { request } from "../src/nats/messages.ts";
-import { SUBJECTS } from "../src/protocol/subjects.ts";
+import { openInfra } from "../src/nats/infra.ts";
+import { STREAMS, SUBJECTS } from "../src/protocol/subjects.ts";
 import { ONE_CALL, shellTask, waitFor, waitTaskDone } from "./helpers/gateway.ts";
-import { startTestSystem, type TestSystem } from "./helpers/system.ts";
+import { startTestSystem, TEST_INFRA, type TestSystem } from "./helpers/system.ts";
 
 describe("no lost work", () => {
   let sys: TestSystem;
@@ -62,22 +64,31 @@ describe("no lost work", () => {
     await sys.stopGateways();
   });
 
-  it("results finished during a 7 s NATS outage are published when it is back: every session stays attempt 1", async () => {
-    const gw = await sys.startGateway({ nodeId: "gw-outage", limits: { maxInitWorkers: 4, maxRunWorkers: 4 } });
+  it("results finished during a 30 s NATS outage are published when it is back: no session runs as attempt 2, every result lands once", async () => {
+    await sys.stopGateways();
+    const limits = { maxInitWorkers: 2, maxRunWorkers: 2, readyCapacity: 0 };
+    const gws = [await sys.startGateway({ nodeId: "gw-outage-a", limits }), await sys.startGateway({ nodeId: "gw-outage-b", limits })];
+    const running = () => gws.reduce((n, g) => n + g.metrics().run_inflight, 0);
     const calls = sys.upstream.exchanges.length;
     await request(sys.client, SUBJECTS.api.submit, shellTask("outage", `${ONE_CALL} && sleep 1.5`, { num_samples: 4 }));
-    await waitFor("4 sessions running after their model call", () => gw.metrics().run_inflight === 4 && sys.upstream.exchanges.length - calls === 4, 20_000, 20);
+    await waitFor("4 sessions running after their model call", () => running() === 4 && sys.upstream.exchanges.length - calls === 4, 60_000, 20);
     const { port, storeDir } = sys.nats;
+    const outageStart = Date.now();
     sys.nats.kill("SIGKILL");
     await sys.nats.closed;
-    await waitFor("every agent finished during the outage", () => gw.metrics().run_inflight === 0, 20_000, 50);
-    // The outage lasts 7 s in all: well past ack_wait (2.5 s) and the old 6.5 s reproduction.
-    await new Promise((r) => setTimeout(r, 5500));
+    await waitFor("every agent finished during the outage", () => running() === 0, 30_000, 50);
+    // The outage lasts 30 s in all: far past ack_wait (2.5 s), so every held delivery is redelivered when NATS is back.
+    await waitFor("30 s of outage", () => Date.now() - outageStart >= 30_000, 40_000, 200);
     restarted = await startNatsServer({ port, storeDir });
-    const st = await waitTaskDone(sys, "outage", 60_000);
+    const st = await waitTaskDone(sys, "outage", 90_000);
     expect(st.status).toBe("completed");
-    expect(st.results.map((r) => [r.status, r.attempt])).toEqual(st.results.map(() => ["COMPLETED", 1]));
     expect(st.results).toHaveLength(4);
+    expect(st.results.map((r) => [r.status, r.attempt])).toEqual(st.results.map(() => ["COMPLETED", 1]));
+    expect(new Set(st.results.map((r) => r.node_id))).toEqual(new Set(["gw-outage-a", "gw-outage-b"]));
     expect(sys.upstream.exchanges.length - calls).toBe(4); // nothing ran again
-  });
+    // Every result landed once on POLAR_RESULTS (publish retries are deduplicated by session and attempt).
+    const infra = await openInfra(sys.client, TEST_INFRA);
+    const subject = SUBJECTS.result("outage");
+    expect((await infra.jsm.streams.info(STREAMS.results, { subjects_filter: subject })).state.subjects?.[subject]).toBe(4);
+  }, 180_000);
 });
