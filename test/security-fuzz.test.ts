@@ -213,7 +213,9 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "polar-sec-fuzz-"));
   sys = await startTestSystem();
   api = (await sys.startSupervisor()).httpUrl!;
-  gw = await sys.startGateway();
+  // The suite calls the proxy from the test process with the held session's credential: binding
+  // credentials to their sandbox (tested on its own) would refuse every call before its body is read.
+  gw = await sys.startGateway({ proxy: { upstreams: [sys.upstream.url], bindCredentials: "off" } });
   proxy = gw.proxyUrl;
   // A session that stays RUNNING: its credential lets the proxy read (and refuse) hostile bodies.
   const credFile = join(dir, "cred");
