@@ -5,6 +5,7 @@
  * whose blob is gone for good is dropped at once (it can never become valid).
  * Real nats-server with a small payload limit, the real supervisor store and
  * results consumer; the one fault is injected around the real object store.
+ * (Results here carry no lease: lease authentication has its own tests.)
  */
 import type { ObjectStore } from "@nats-io/obj";
 import { TimeoutError } from "@nats-io/transport-node";
@@ -57,7 +58,7 @@ describe("results stored as blobs", () => {
       },
     }) as ObjectStore;
     const store = new TaskStore(infra.tasks, { flags: infra.taskFlags });
-    consuming = consumeResults({ infra: { ...infra, blobs: flaky }, store, log: silentLogger(), onTaskDone: () => {}, emit: () => {}, retryBaseMs: 50 }, abort.signal);
+    consuming = consumeResults({ infra: { ...infra, blobs: flaky }, store, log: silentLogger(), onTaskDone: () => {}, emit: () => {}, retryBaseMs: 50, requireLease: false }, abort.signal);
   });
   afterAll(async () => {
     abort.abort();
