@@ -239,7 +239,8 @@ describe("NATS roles of polar up", () => {
     expect(done.results.map((r) => [r.session_id, r.node_id, r.attempt, r.status])).toEqual([[sid, lease.node_id, 1, "COMPLETED"]]);
     expect(done.sessions[0].trace_count).toBe(1);
     expect(await streamCount(STREAMS.traces)).toBe(traces + 1);
-    expect(await leased(sid)).toBe(false); // released once the result was recorded
+    // Marked finished once the result was recorded: no redelivered attempt may take the session again.
+    expect(SessionLease.parse(decode((await leases.get(leaseKey(sid)))!.value))).toMatchObject({ attempt: 1, node_id: lease.node_id, finished_at: expect.any(String) });
     await request(trainer, SUBJECTS.api.cancel, { task_id: "auth-forge-queued" });
   }, 90_000);
 

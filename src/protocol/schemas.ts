@@ -790,5 +790,11 @@ export const SessionLease = z.object({
   updated_at: z.string(),
   /** Reply subject of the dispatch delivery this attempt holds, so the supervisor can release it at once when the node is gone. */
   ack_subject: z.string().max(512).optional(),
+  /**
+   * Set by the supervisor once it recorded the session's terminal result: the
+   * session is done, so no attempt may take it again (a delivery redelivered
+   * around an outage is dropped instead of run) and the holder's renewal fails.
+   */
+  finished_at: z.string().optional(),
 });
 export type SessionLease = z.infer<typeof SessionLease>;

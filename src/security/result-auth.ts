@@ -48,6 +48,7 @@ export async function verifyResultSource(leases: KV, subject: string, r: Session
   const parsed = SessionLease.safeParse(decode(entry.value));
   if (!parsed.success) return { ok: false, reason: "the session's lease is malformed" };
   const lease = parsed.data;
+  if (lease.finished_at) return { ok: false, reason: "the session's result is already recorded" };
   if (lease.task_id !== r.task_id) return { ok: false, reason: `the lease belongs to task ${lease.task_id}` };
   if (lease.attempt !== r.attempt) return { ok: false, reason: `attempt ${r.attempt} does not hold the lease (attempt ${lease.attempt} does)` };
   if (lease.node_id !== r.node_id) return { ok: false, reason: `node ${r.node_id ?? "(none)"} does not hold the lease (node ${lease.node_id} does)` };

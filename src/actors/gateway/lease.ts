@@ -18,8 +18,10 @@
  * this gateway's own last (re)connection (`calmSince`): after a NATS outage
  * that silenced everybody, a holder gets its full grace to renew before its
  * session may be taken.
- * A renewal that finds the lease gone or held by another attempt means this
- * attempt lost it: it is cancelled and reports nothing.
+ * A renewal that finds the lease gone, finished or held by another attempt
+ * means this attempt lost it: it is cancelled and reports nothing.
+ * A finished lease (the supervisor recorded the session's result) is never
+ * taken: a delivery of a finished session is dropped, not run again.
  */
 import { randomBytes } from "node:crypto";
 import type { KV } from "@nats-io/kv";
@@ -42,6 +44,8 @@ export type Acquired =
   | { kind: "held"; lease: SessionLease; revision: number }
   /** A newer attempt holds the session: this one must not run. */
   | { kind: "superseded"; by: SessionLease }
+  /** The supervisor recorded the session's result: nothing may run it again. */
+  | { kind: "finished"; by: SessionLease }
   /** An older attempt that is still renewing holds it: try again later. */
   | { kind: "busy"; by: SessionLease };
 
@@ -100,6 +104,7 @@ export async function acquireLease(kv: KV, r: LeaseRequest, staleMs: number, lef
         return { kind: "held", lease: mine, revision: await kv.create(key, encode(mine)) };
       }
       const held = cur.lease;
+      if (held?.finished_at) return { kind: "finished", by: held };
       if (!held) return { kind: "held", lease: mine, revision: await kv.update(key, encode(mine), cur.revision) };
       if (held.attempt > r.attempt) return { kind: "superseded", by: held };
       if (held.attempt === r.attempt && held.node_id === r.nodeId && held.token_sha256 === r.tokenSha256) {
@@ -128,7 +133,7 @@ export async function renewLease(kv: KV, lease: SessionLease, revision: number, 
     if (!isWrongRevision(err)) throw err;
   }
   const cur = await readLease(kv, lease.session_id);
-  if (cur?.lease && cur.lease.attempt === lease.attempt && cur.lease.token_sha256 === lease.token_sha256) {
+  if (cur?.lease && !cur.lease.finished_at && cur.lease.attempt === lease.attempt && cur.lease.token_sha256 === lease.token_sha256) {
     return { kind: "renewed", revision: cur.revision };
   }
   return { kind: "lost", by: cur?.lease ?? null };
@@ -137,7 +142,7 @@ export async function renewLease(kv: KV, lease: SessionLease, revision: number, 
 /** Lets the lease go (only if this attempt still holds it), so the next attempt may take it at once. */
 export async function releaseLease(kv: KV, lease: SessionLease): Promise<boolean> {
   const cur = await readLease(kv, lease.session_id);
-  if (!cur?.lease || cur.lease.attempt !== lease.attempt || cur.lease.token_sha256 !== lease.token_sha256) return false;
+  if (!cur?.lease || cur.lease.finished_at || cur.lease.attempt !== lease.attempt || cur.lease.token_sha256 !== lease.token_sha256) return false;
   try {
     await kv.delete(leaseKey(lease.session_id), { previousSeq: cur.revision });
     return true;

@@ -279,6 +279,10 @@ export class Pipeline {
       const got = await this.#takeLease(h);
       if (got === "held") return true;
       if (got === "superseded") return false;
+      if (got === "finished") {
+        h.msg.ack(); // the session's result is recorded: this delivery is spent, never run again
+        return false;
+      }
     }
   }
 
@@ -319,7 +323,7 @@ export class Pipeline {
   }
 
   /** Takes the session's lease as the attempt starts (its INIT time). */
-  async #takeLease(h: Held): Promise<"held" | "busy" | "superseded"> {
+  async #takeLease(h: Held): Promise<"held" | "busy" | "superseded" | "finished"> {
     const s = h.session;
     const { token, sha256 } = newLeaseToken();
     const got = await retrying(
@@ -349,6 +353,8 @@ export class Pipeline {
       s.leaseToken = token;
     } else if (got.kind === "busy") {
       this.log.debug({ session_id: s.id, attempt: s.attempt, holder: `${got.by.node_id} attempt ${got.by.attempt}` }, "session held by a live older attempt; waiting");
+    } else if (got.kind === "finished") {
+      this.log.info({ session_id: s.id, attempt: s.attempt, finished_at: got.by.finished_at }, "session already finished; dropping this delivery");
     } else {
       this.log.warn({ session_id: s.id, attempt: s.attempt, newer: got.by.attempt }, "a newer attempt holds this session; dropping this one");
     }

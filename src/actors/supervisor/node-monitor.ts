@@ -151,7 +151,7 @@ export async function expireLeases(d: Pick<NodeMonitorDeps, "nc" | "infra" | "lo
     const e = await kv.get(key);
     if (!e || e.operation !== "PUT") continue;
     const lease = SessionLease.safeParse(safeDecode(e.value));
-    if (!lease.success || lease.data.node_id !== nodeId) continue;
+    if (!lease.success || lease.data.node_id !== nodeId || lease.data.finished_at) continue; // a finished session stays finished
     try {
       await kv.delete(key, { previousSeq: e.revision });
     } catch (err) {

@@ -20,6 +20,7 @@ import { leaseKey, STREAMS, SUBJECTS, RESULTS_CONSUMER } from "../../protocol/su
 import { emptySession, parseSessionId, type SessionEntry, type TaskHeader, type TaskStore } from "./task-store.ts";
 import { cancelSessions } from "./tasks.ts";
 import { verifyResultSource } from "../../security/result-auth.ts";
+import { markLeaseFinished } from "./finished-leases.ts";
 
 export interface ResultsDeps {
   infra: Infra;
@@ -146,8 +147,8 @@ async function handleResult(d: ResultsDeps, m: JsMsg): Promise<void> {
 
 /**
  * Counts a recorded session in its task's header (once: the entry's
- * `counted` flag), finishes the task when it was the last, releases the
- * session's lease, applies early stop, and hands a final task to onTaskDone.
+ * `counted` flag), finishes the task when it was the last, marks the
+ * session's lease finished (so no redelivered attempt runs it again), applies early stop, and hands a final task to onTaskDone.
  */
 async function count(d: ResultsDeps, h0: TaskHeader, index: number, s: SessionEntry, seq: number): Promise<TaskHeader | undefined> {
   const taskId = h0.request.task_id;
@@ -167,7 +168,7 @@ async function count(d: ResultsDeps, h0: TaskHeader, index: number, s: SessionEn
       return true;
     });
   }
-  await withRetry(() => d.infra.leases.delete(leaseKey(s.session_id)), { log: d.log, what: "lease delete" });
+  await withRetry(() => markLeaseFinished(d.infra.leases, s.session_id, taskId, s.attempt), { log: d.log, what: "lease finish" });
   if (!h) return undefined;
   await maybeEarlyStop(d, h);
   if ((h.status === "completed" || h.status === "cancelled") && h.callback == null) d.onTaskDone(h);
