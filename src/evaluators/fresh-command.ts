@@ -9,6 +9,7 @@
 import { z } from "zod";
 import { PolarError } from "../protocol/errors.ts";
 import type { EvaluatorFactory } from "./types.ts";
+import { rewardResult, runRewardCommand } from "./reward-command.ts";
 
 const MAX_COLLECTED = 8 * 1024 * 1024;
 
@@ -40,36 +41,10 @@ export const freshCommandFactory: EvaluatorFactory = {
         const output = typeof (collected as { output?: unknown } | undefined)?.output === "string" ? (collected as { output: string }).output : "";
         const input = `${evalRuntime.workdir.replace(/\/$/, "")}/.polar-eval-input`;
         await evalRuntime.writeFile(input, output);
-        const r = await evalRuntime.exec(c.command, {
-          cwd: c.cwd,
-          env: { ...env, POLAR_EVAL_INPUT: input },
-          signal,
-          timeoutMs: Math.min(timeoutMs, c.timeout_seconds * 1000),
-          category: "eval",
-        });
-        if (r.timedOut && !r.cancelled) throw new PolarError("timeout", `evaluation command timed out after ${c.timeout_seconds} s`);
-        const reward = c.reward_from === "exit_code" ? (r.exitCode === 0 ? 1 : 0) : parseReward(r.stdout);
-        return {
-          outcome_reward: reward,
-          trace_rewards: null,
-          outcome_reward_components: null,
-          trace_reward_components: null,
-          metadata: {
-            mode: "fresh_command",
-            resolved: reward === 1,
-            exit_code: r.exitCode,
-            collected_bytes: output.length,
-            stdout_tail: r.stdout.slice(-2000),
-            stderr_tail: r.stderr.slice(-2000),
-          },
-        };
+        const { reward, r } = await runRewardCommand(evalRuntime, c, { env: { ...env, POLAR_EVAL_INPUT: input }, signal, timeoutMs });
+        return rewardResult("fresh_command", reward, r, { collected_bytes: output.length });
       },
     };
   },
 };
 
-function parseReward(stdout: string): number {
-  const last = (stdout.trim().split("\n").at(-1) ?? "").trim();
-  const v = Number(last);
-  return Number.isFinite(v) && last !== "" ? Math.min(1, Math.max(0, v)) : 0;
-}

@@ -9,6 +9,7 @@
 import { z } from "zod";
 import { PolarError } from "../protocol/errors.ts";
 import type { EvaluatorFactory } from "./types.ts";
+import { rewardResult, runRewardCommand } from "./reward-command.ts";
 
 const Config = z.strictObject({
   command: z.string().min(1),
@@ -27,28 +28,8 @@ function factory(name: string): EvaluatorFactory {
         name,
         async evaluate({ runtime, env, signal, timeoutMs }) {
           if (!runtime) throw new PolarError("evaluator", `the ${name} evaluator needs the agent's runtime, which is gone`);
-          const r = await runtime.exec(c.command, {
-            cwd: c.cwd,
-            env,
-            signal,
-            timeoutMs: Math.min(timeoutMs, c.timeout_seconds * 1000),
-            category: "eval",
-          });
-          if (r.timedOut && !r.cancelled) throw new PolarError("timeout", `evaluation command timed out after ${c.timeout_seconds} s`);
-          const reward = c.reward_from === "exit_code" ? (r.exitCode === 0 ? 1 : 0) : parseReward(r.stdout);
-          return {
-            outcome_reward: reward,
-            trace_rewards: null,
-            outcome_reward_components: null,
-            trace_reward_components: null,
-            metadata: {
-              mode: name,
-              resolved: reward === 1,
-              exit_code: r.exitCode,
-              stdout_tail: r.stdout.slice(-2000),
-              stderr_tail: r.stderr.slice(-2000),
-            },
-          };
+          const { reward, r } = await runRewardCommand(runtime, c, { env, signal, timeoutMs });
+          return rewardResult(name, reward, r);
         },
       };
     },
@@ -59,8 +40,3 @@ export const testOnOutputFactory = factory("test_on_output");
 /** The earlier name of `test_on_output`, kept as an alias. */
 export const commandEvaluatorFactory = factory("command");
 
-function parseReward(stdout: string): number {
-  const last = stdout.trim().split("\n").at(-1) ?? "";
-  const v = Number(last.trim());
-  return Number.isFinite(v) && last.trim() !== "" ? Math.min(1, Math.max(0, v)) : 0;
-}
