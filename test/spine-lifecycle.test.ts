@@ -120,9 +120,12 @@ describe("session lifecycle", () => {
   });
 
   it("stops early once enough sessions are usable: stragglers are cancelled with zeroed masks", async () => {
+    // Its own gateway with a RUN worker per sample: with fewer, the two sleepers could take
+    // every worker first and nothing would finish before they did.
+    await sys.startGateway({ nodeId: "gw-wide", pool: "wide", limits: { maxInitWorkers: 4, maxRunWorkers: 4 } });
     const cmd = `TURNS=1 node ${JSON.stringify(CLIENT)} && { [ "$POLAR_SAMPLE_INDEX" -lt 2 ] || sleep 30; }`;
     const t0 = Date.now();
-    await request(sys.client, SUBJECTS.api.submit, task("early", cmd, { num_samples: 4, early_stop_min_usable_sessions: 2 }));
+    await request(sys.client, SUBJECTS.api.submit, task("early", cmd, { num_samples: 4, early_stop_min_usable_sessions: 2, pool: "wide" }));
     const st = await waitDone(sys, "early");
     expect(Date.now() - t0).toBeLessThan(20_000);
     expect(st.status).toBe("completed");
@@ -130,7 +133,9 @@ describe("session lifecycle", () => {
     expect(byIndex.map((s) => s.status)).toEqual(["COMPLETED", "COMPLETED", "ERROR", "ERROR"]);
     expect(byIndex.map((s) => s.usable)).toEqual([true, true, false, false]);
     for (const s of byIndex.slice(2)) expect(s.error).toMatch(/^early stop/);
-    for (const r of st.results.filter((x) => x.status === "ERROR")) {
+    const cancelled = st.results.filter((x) => x.status === "ERROR");
+    expect(cancelled).toHaveLength(2);
+    for (const r of cancelled) {
       expect(r.trajectory.traces.every((t) => t.reward === 0 && t.loss_mask.every((m) => m === 0))).toBe(true);
     }
   });
