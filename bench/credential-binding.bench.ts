@@ -7,7 +7,8 @@
  * upstream answers a small canned completion. Later requests on a kept-alive
  * connection reuse the verdict and cost nothing extra.
  */
-import { fork } from "node:child_process";
+import { fork, spawn } from "node:child_process";
+import { readdirSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
@@ -55,6 +56,50 @@ async function client(): Promise<void> {
 }
 
 if (process.env.POLAR_BIND_BENCH) await client();
+
+function hostProcesses(): number {
+  return readdirSync("/proc").filter((e) => /^\d+$/.test(e)).length;
+}
+
+/**
+ * Finding a session's process tree on a host that runs many sessions: walking
+ * down from the roots (child lists) against reading every process's PPid, side
+ * by side, with OTHERS extra processes (bash + sleep pairs, like live shell
+ * sessions) running.
+ */
+async function treeWalkVsScan(): Promise<void> {
+  const { processTree, processTreeByScan } = await import("../src/proxy/peer-proc.ts");
+  const others = Number(process.env.POLAR_BIND_BENCH_OTHERS ?? 2000);
+  // The session measured: bash with two children.
+  const session = spawn("bash", ["-c", "sleep 600 & sleep 600 & wait"], { stdio: "ignore", detached: true });
+  const root = session.pid!;
+  const kids = [session, ...Array.from({ length: others / 2 }, () => spawn("bash", ["-c", "sleep 600 & wait"], { stdio: "ignore", detached: true }))];
+  try {
+    for (const deadline = Date.now() + 60_000; (hostProcesses() < others || processTree([root]).size < 3) && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 200));
+    const walk: number[] = [];
+    const scan: number[] = [];
+    for (let i = 0; i < 30; i++) {
+      let t = performance.now();
+      const a = processTree([root]);
+      walk.push(performance.now() - t);
+      t = performance.now();
+      const b = processTreeByScan([root]);
+      scan.push(performance.now() - t);
+      if (a.size !== 3 || b.size !== 3) throw new Error(`the session's tree has 3 processes; the walk found ${a.size}, the scan ${b.size}`);
+    }
+    const [w, sc] = [median(walk), median(scan)];
+    console.log(`finding a session's process tree with ${hostProcesses()} processes on the host (medians of 30, interleaved):`);
+    console.log(`  walk down from the roots ${w.toFixed(3)} ms | scan every process ${sc.toFixed(3)} ms (${(sc / w).toFixed(0)}x)`);
+  } finally {
+    for (const k of kids) {
+      try {
+        process.kill(-k.pid!, "SIGKILL");
+      } catch {
+        // already gone
+      }
+    }
+  }
+}
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -106,7 +151,8 @@ export async function run(): Promise<void> {
     console.log(`  unbound (TCP) ${f(u)} ms | bound to its socket (Unix) ${f(s)} ms`);
     console.log(`  bound by process tree (TCP), a process already seen in the tree: ${f(t)} ms, +${f(t - u)} ms`);
     console.log(`  bound by process tree (TCP), a process not seen yet (walks /proc): ${f(w)} ms, +${f(w - u)} ms`);
-    console.log(`  processes on this host: ${(await import("node:fs")).readdirSync("/proc").filter((e) => /^\d+$/.test(e)).length} (the tree walk reads each one's stat)`);
+    console.log(`  processes on this host: ${hostProcesses()}`);
+    await treeWalkVsScan();
   } finally {
     await proxy.stop();
     upstream.close();

@@ -8,7 +8,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createServer, type Server, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { holdsSocket, processTree, startTime, tcpSocketInode } from "../src/proxy/peer-proc.ts";
+import { holdsSocket, processTree, processTreeByScan, startTime, tcpSocketInode } from "../src/proxy/peer-proc.ts";
 
 let server: Server;
 let port: number;
@@ -33,7 +33,7 @@ function nextConnection(): Promise<Socket> {
   });
 }
 
-function inodeOf(sock: Socket): number | undefined {
+function inodeOf(sock: Socket): Promise<number | undefined> {
   return tcpSocketInode({ address: sock.remoteAddress!, port: sock.remotePort! }, { address: sock.localAddress!, port: sock.localPort! });
 }
 
@@ -54,7 +54,7 @@ describe("peer processes from /proc", () => {
     const conn = nextConnection();
     const direct = spawn(process.execPath, ["-e", CONNECT(port)], { stdio: "ignore" });
     children.push(direct);
-    const inode = inodeOf(await conn);
+    const inode = await inodeOf(await conn);
     expect(inode).toBeGreaterThan(0);
     expect(holdsSocket(processTree([direct.pid!]).keys(), inode!)).toBe(true);
     expect(holdsSocket([process.pid], inode!)).toBe(false); // this process holds the server end, another inode
@@ -62,13 +62,13 @@ describe("peer processes from /proc", () => {
     const conn2 = nextConnection();
     const shell = spawn("/bin/bash", ["-c", `${JSON.stringify(process.execPath)} -e '${CONNECT(port)}'; true`], { stdio: "ignore" });
     children.push(shell);
-    const inode2 = inodeOf(await conn2)!;
+    const inode2 = (await inodeOf(await conn2))!;
     const tree = processTree([shell.pid!]);
     expect(tree.size).toBeGreaterThanOrEqual(2); // bash and its node child
     expect(tree.get(shell.pid!)).toBe(startTime(shell.pid!));
     expect(holdsSocket(tree.keys(), inode2)).toBe(true);
     expect(holdsSocket(processTree([direct.pid!]).keys(), inode2)).toBe(false);
-    expect(inodeOf(await conn)).toBe(inode); // still the first one's
+    expect(await inodeOf(await conn)).toBe(inode); // still the first one's
   });
 
   it("a process that double-forked out of the tree is not in it", async () => {
@@ -78,7 +78,7 @@ describe("peer processes from /proc", () => {
     children.push(shell);
     let out = "";
     shell.stdout!.on("data", (c) => (out += c));
-    const inode = inodeOf(await conn)!;
+    const inode = (await inodeOf(await conn))!;
     for (const deadline = Date.now() + 10_000; !out.includes("\n") && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 10));
     const orphan = Number(out.trim());
     try {
@@ -92,5 +92,27 @@ describe("peer processes from /proc", () => {
     } finally {
       process.kill(orphan, "SIGKILL");
     }
+  });
+
+  it("walks down from the roots (child lists) to the same tree a scan of every process finds", async () => {
+    // bash -> (bash -> sleep, sleep), next to an unrelated bash -> sleep
+    const tree = spawn("/bin/bash", ["-c", "(sleep 60; true) & sleep 60 & wait"], { stdio: "ignore" });
+    const other = spawn("/bin/bash", ["-c", "sleep 60 & wait"], { stdio: "ignore" });
+    children.push(tree, other);
+    let walked = new Map<number, string>();
+    for (const deadline = Date.now() + 10_000; walked.size < 4 && Date.now() < deadline; ) {
+      await new Promise((r) => setTimeout(r, 20));
+      walked = processTree([tree.pid!]);
+    }
+    const scanned = processTreeByScan([tree.pid!]);
+    expect(walked.size).toBe(4);
+    expect([...walked].sort()).toEqual([...scanned].sort());
+    expect(walked.get(tree.pid!)).toBe(startTime(tree.pid!));
+    const otherTree = processTree([other.pid!]);
+    expect(otherTree.has(other.pid!)).toBe(true);
+    for (const pid of otherTree.keys()) expect(walked.has(pid)).toBe(false);
+    // gone roots give an empty tree, like the scan
+    expect(processTree([2 ** 22 + 7]).size).toBe(0);
+    expect(processTreeByScan([2 ** 22 + 7]).size).toBe(0);
   });
 });

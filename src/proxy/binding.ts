@@ -49,7 +49,7 @@ async function decide(peers: PeerDirectory, socket: Socket, session: ProxySessio
   if (binding.via === "socket") return tag === sessionId;
   const { remoteAddress, remotePort, localAddress, localPort } = socket;
   if (tag !== undefined || !remoteAddress || !remotePort || !localAddress || !localPort) return false;
-  const inode = tcpSocketInode({ address: remoteAddress, port: remotePort }, { address: localAddress, port: localPort });
+  const inode = await tcpSocketInode({ address: remoteAddress, port: remotePort }, { address: localAddress, port: localPort });
   if (inode === undefined) return false;
   // Fast path: a process already known to be in the tree (and not a later one reusing its pid) holds the socket.
   const known = members.get(binding);

@@ -76,17 +76,28 @@ async function serve(d: HandlerDeps, req: IncomingMessage, res: ServerResponse):
     if (route.pathError) throw route.pathError;
     const credential = pathCred ?? headerCredential(req.headers, query);
     const session = authenticate(d.sessions, credential);
-    await admitPeer(d.peers, req.socket, session);
+    // Whether this connection may use the credential (a /proc lookup for a TCP-bound session) is
+    // decided while the body is read and parsed; nothing is answered or sent upstream before it.
+    const admitted = admitPeer(d.peers, req.socket, session);
+    admitted.catch(() => undefined); // awaited below on every path; this only keeps an early throw from leaving it unhandled
     if (route.op === "list_models" || route.op === "get_model") {
+      await admitted;
       return sendJson(res, 200, answerMeta(route, apiType, modelServed(d, session)));
     }
-    checkContentType(req);
-    const raw = await readBody(req, d.opts.maxBodyBytes);
-    const body = parseJsonObject(decodeBody(raw, header(req, "content-encoding"), d.opts.maxBodyBytes));
-    apiType = route.apiType ?? detectByBody(body);
-    const dialect = dialectOf(apiType);
-    const ctx: CallContext = { apiType, path, query, modelRequested: "", modelServed: modelServed(d, session) };
-    ctx.modelRequested = route.pathModel ?? dialect.modelOf(body, ctx);
+    let body: Json;
+    let dialect: Dialect;
+    let ctx: CallContext;
+    try {
+      checkContentType(req);
+      const raw = await readBody(req, d.opts.maxBodyBytes);
+      body = parseJsonObject(decodeBody(raw, header(req, "content-encoding"), d.opts.maxBodyBytes));
+      apiType = route.apiType ?? detectByBody(body);
+      dialect = dialectOf(apiType);
+      ctx = { apiType, path, query, modelRequested: "", modelServed: modelServed(d, session) };
+      ctx.modelRequested = route.pathModel ?? dialect.modelOf(body, ctx);
+    } finally {
+      await admitted; // a refused credential is answered as such, whatever else is wrong with the request
+    }
     if (route.op === "count_tokens") return await count(d, res, dialect, ctx, body);
     await generate(d, res, { dialect, ctx, body, session, route, credential: credential as string });
   } catch (err) {

@@ -2,10 +2,12 @@
  * Who is at the other end of a loopback TCP connection, from /proc (Linux):
  * the client socket's inode from /proc/net/tcp{,6}, the process trees below
  * a set of root pids, and whether one of those processes holds the inode as
- * an open file descriptor. Synchronous on purpose: each read is a few
- * microseconds of procfs, and the caller pays it once per connection.
+ * an open file descriptor. The socket table is read off the event loop: on a
+ * busy host it lists thousands of sockets and costs milliseconds of kernel
+ * time; the process tree and its descriptors are a few small synchronous reads.
  */
-import { closeSync, openSync, readFileSync, readSync, readdirSync, readlinkSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync, readlinkSync } from "node:fs";
+import { open, type FileHandle } from "node:fs/promises";
 
 export interface Endpoint {
   address: string;
@@ -17,7 +19,7 @@ export interface Endpoint {
  * `server` (both as seen from this network namespace), or undefined when no
  * such socket is listed (another namespace, already closed).
  */
-export function tcpSocketInode(client: Endpoint, server: Endpoint, procRoot = "/proc"): number | undefined {
+export async function tcpSocketInode(client: Endpoint, server: Endpoint, procRoot = "/proc"): Promise<number | undefined> {
   const v4 = ipv4Of(client.address);
   const files = v4 !== undefined ? ["net/tcp", "net/tcp6"] : ["net/tcp6"];
   const want = [procAddress(client), procAddress(server)];
@@ -25,47 +27,76 @@ export function tcpSocketInode(client: Endpoint, server: Endpoint, procRoot = "/
   for (const f of files) {
     const [local, remote] = f === "net/tcp6" ? want6 : want;
     if (!local || !remote) continue;
-    const cols = findLine(`${procRoot}/${f}`, (c) => c[1] === local && c[2] === remote);
-    if (cols) return Number(cols[9]) > 0 ? Number(cols[9]) : undefined;
+    const line = await findLine(`${procRoot}/${f}`, `: ${local} ${remote} `);
+    if (line) {
+      const inode = Number(line.trim().split(/\s+/)[9]);
+      return inode > 0 ? inode : undefined;
+    }
   }
   return undefined;
 }
 
 /**
- * The columns of the first line of a procfs table that `match`es, reading in
- * small chunks and stopping there: the kernel formats the table as it is
- * read, so stopping early saves the rest of a large host's socket table.
+ * The first line of a procfs table that contains `needle`, reading in chunks
+ * and stopping there: the kernel formats the table as it is read, so stopping
+ * early saves the rest of a large host's socket table, and only the matching
+ * line is split into columns (a loaded host lists thousands of sockets).
  */
-function findLine(path: string, match: (cols: string[]) => boolean): string[] | undefined {
-  let fd: number;
+async function findLine(path: string, needle: string): Promise<string | undefined> {
+  let fh: FileHandle;
   try {
-    fd = openSync(path, "r");
+    fh = await open(path, "r");
   } catch {
     return undefined; // no such table (no IPv6, no procfs): nothing to match
   }
   try {
-    const buf = Buffer.allocUnsafe(16 * 1024);
+    const buf = Buffer.allocUnsafe(64 * 1024);
     let carry = "";
     for (;;) {
-      const n = readSync(fd, buf, 0, buf.length, null);
+      const { bytesRead: n } = await fh.read(buf, 0, buf.length, null);
       if (n <= 0) return undefined;
-      const lines = (carry + buf.toString("latin1", 0, n)).split("\n");
-      carry = lines.pop()!;
-      for (const line of lines) {
-        const cols = line.trim().split(/\s+/);
-        if (match(cols)) return cols;
+      const text = carry + buf.toString("latin1", 0, n);
+      const at = text.indexOf(needle);
+      const lastNl = text.lastIndexOf("\n");
+      if (at >= 0 && at < lastNl) {
+        const start = text.lastIndexOf("\n", at) + 1;
+        return text.slice(start, text.indexOf("\n", at));
       }
+      carry = text.slice(lastNl + 1); // a partial last line (the needle may straddle the chunks)
     }
   } finally {
-    closeSync(fd);
+    await fh.close();
   }
 }
 
 /**
- * `roots` and every live descendant (by PPid), roots first, each with its
- * start time (so a cached pid can be told from a later process that reuses it).
+ * `roots` and every live descendant, roots first, each with its start time
+ * (so a cached pid can be told from a later process that reuses it). It walks
+ * down from the roots through each thread's `task/<tid>/children` list, so it
+ * costs what the tree costs, not what the host runs: a loaded host with
+ * thousands of live sessions pays a few reads per lookup, not one per process.
+ * On a kernel without those lists (CONFIG_PROC_CHILDREN off) it falls back to
+ * reading every process's PPid.
  */
 export function processTree(roots: Iterable<number>, procRoot = "/proc"): Map<number, string> {
+  if (!hasChildLists(procRoot)) return processTreeByScan(roots, procRoot);
+  const out = new Map<number, string>();
+  const stack = [...roots];
+  while (stack.length) {
+    const p = stack.pop()!;
+    if (out.has(p)) continue;
+    const start = startTime(p, procRoot);
+    if (start === undefined) continue; // gone
+    out.set(p, start);
+    for (const tid of readdirOrEmpty(`${procRoot}/${p}/task`)) {
+      for (const c of readOrEmpty(`${procRoot}/${p}/task/${tid}/children`).split(" ")) if (c) stack.push(Number(c));
+    }
+  }
+  return out;
+}
+
+/** The same tree found by reading every process's PPid: O(processes on the host); for kernels without child lists. */
+export function processTreeByScan(roots: Iterable<number>, procRoot = "/proc"): Map<number, string> {
   const children = new Map<number, number[]>();
   const starts = new Map<number, string>();
   for (const e of readdirOrEmpty(procRoot)) {
@@ -87,6 +118,18 @@ export function processTree(roots: Iterable<number>, procRoot = "/proc"): Map<nu
     stack.push(...(children.get(p) ?? []));
   }
   return out;
+}
+
+const childLists = new Map<string, boolean>();
+
+/** Whether this procfs lists each thread's children (asked once per procfs, of this process's own main thread). */
+function hasChildLists(procRoot: string): boolean {
+  let yes = childLists.get(procRoot);
+  if (yes === undefined) {
+    yes = existsSync(`${procRoot}/${process.pid}/task/${process.pid}/children`);
+    childLists.set(procRoot, yes);
+  }
+  return yes;
 }
 
 /** The start time of a live process (clock ticks since boot), or undefined when it is gone. */
