@@ -190,9 +190,12 @@ describe.skipIf(missing !== undefined)("swebench_harness on evaluator processes"
       return x && x.metrics.completed === 1 ? x : undefined;
     });
     expect(ev.metrics).toMatchObject({ redelivered: 1, completed: 1, failed: 0, inflight: 0 });
-    // The survivor removed its runtime; the killed one's is still there until its node restarts and reaps it.
+    // The survivor removed its runtime. The killed one's outlives it until it is reaped: by its node
+    // restarting (as here), or by any gateway or evaluator starting on this host, since its owner process
+    // is dead; test files running alongside start those, so it may already be gone.
     expect(await containersOf(survivor.nodeId)).toEqual([]);
     expect(await containersOf(GATEWAY)).toEqual([]);
-    expect(await reapContainers(docker, doomed.nodeId)).toBe(1);
+    expect(await reapContainers(docker, doomed.nodeId)).toBeLessThanOrEqual(1);
+    expect(await containersOf(doomed.nodeId)).toEqual([]);
   }, 420_000);
 });
