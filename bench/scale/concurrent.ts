@@ -57,6 +57,9 @@ export async function concurrent(n: number, small: boolean): Promise<void> {
       await new Promise((r) => setTimeout(r, 500));
     }
     const rampS = ((plateauSince ?? performance.now()) - t0) / 1000;
+    const toWall = (perf: number) => Date.now() - (performance.now() - perf);
+    const plateauWall = plateauSince === undefined ? undefined : toWall(plateauSince);
+    const releasedWall = Date.now();
     await writeFile(stopFile, "");
     const st = await waitAll(c.nc, [id]);
     const secs = (performance.now() - t0) / 1000;
@@ -76,10 +79,12 @@ export async function concurrent(n: number, small: boolean): Promise<void> {
     } else console.log(`  never reached ${n} live sessions (the most was ${maxLive}): no plateau to measure`);
     if (plateauSince === undefined) console.log(`  NOT all ${n} live at once within the deadline: the figures above are for the ${maxLive} that were`);
     const r = await results(c.nc, id, n, 10);
-    const plateauAdded = addedLatency(r);
-    console.log(
-      `  proxy added latency (client time_total - proxy upstream_ms, ${plateauAdded.length} calls, ramp and plateau): median ${fmt(median(plateauAdded), 2)} ms, p90 ${fmt(quantile(plateauAdded, 0.9), 2)} ms, p99 ${fmt(quantile(plateauAdded, 0.99), 2)} ms (goal median <= 5 ms); upstream_ms median ${fmt(median(upstreamMs(r)), 2)} ms`,
-    );
+    const added = addedLatency(r);
+    const line = (what: string, xs: number[]) =>
+      `  proxy added latency (client time_total - proxy upstream_ms), ${what}, ${xs.length} calls: median ${fmt(median(xs), 2)} ms, p90 ${fmt(quantile(xs, 0.9), 2)} ms, p99 ${fmt(quantile(xs, 0.99), 2)} ms (goal median <= 5 ms)`;
+    if (plateauWall !== undefined) console.log(line(`while all ${n} were live`, added.filter((x) => x.at >= plateauWall! && x.at <= releasedWall).map((x) => x.ms)));
+    console.log(line("during the ramp (sessions still starting)", added.filter((x) => plateauWall === undefined || x.at < plateauWall).map((x) => x.ms)));
+    console.log(`  upstream_ms median ${fmt(median(upstreamMs(r)), 2)} ms`);
   } finally {
     await writeFile(stopFile, "").catch(() => undefined); // lets the sessions end if we failed midway
     await c.stop();
@@ -95,9 +100,9 @@ function upstreamMs(rs: SessionResult[]): number[] {
   return rs.flatMap((r) => records(r).map((x) => Number((x.metadata.inference_timings as Record<string, number> | undefined)?.upstream_ms)));
 }
 
-/** Per call: client time minus the proxy's upstream time, pairing the i-th curl line with the i-th record (calls are sequential). */
-export function addedLatency(rs: SessionResult[]): number[] {
-  const out: number[] = [];
+/** Per call: client time minus the proxy's upstream time, pairing the i-th curl line with the i-th record (calls are sequential); `at` is when the proxy recorded it (epoch ms). */
+export function addedLatency(rs: SessionResult[]): Array<{ at: number; ms: number }> {
+  const out: Array<{ at: number; ms: number }> = [];
   for (const r of rs) {
     const tail = String(r.agent_result?.metadata?.stdout_tail ?? "");
     const client = tail.split("\n").filter((l) => /^\d+(\.\d+)?$/.test(l.trim())).map((l) => Number(l) * 1000);
@@ -105,7 +110,7 @@ export function addedLatency(rs: SessionResult[]): number[] {
     if (client.length !== recs.length) continue; // a call that got no record (failed): not comparable
     recs.forEach((x, i) => {
       const up = Number((x.metadata.inference_timings as Record<string, number> | undefined)?.upstream_ms);
-      if (Number.isFinite(up)) out.push(client[i] - up);
+      if (Number.isFinite(up)) out.push({ at: Date.parse(String(x.timestamp)), ms: client[i] - up });
     });
   }
   return out;

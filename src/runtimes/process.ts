@@ -4,8 +4,10 @@
  * Killing takes the whole tree: the process group, plus any descendant that
  * left the group (setsid) found by walking /proc before the kill.
  */
-import { spawn } from "node:child_process";
+import { fork, spawn, type ChildProcess } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { processTree } from "../proxy/peer-proc.ts";
 import { findMarked } from "./marked-scan.ts";
 import type { ExecResult } from "./types.ts";
 
@@ -48,30 +50,9 @@ export class BoundedSink {
   }
 }
 
-/** Pids of every live descendant of `root` (children first found by ppid in /proc). */
+/** Pids of every live descendant of `root` (walked down from it through /proc; see processTree). */
 export function descendants(root: number): number[] {
-  const children = new Map<number, number[]>();
-  for (const e of safeReaddir("/proc")) {
-    if (!/^\d+$/.test(e)) continue;
-    try {
-      const stat = readFileSync(`/proc/${e}/stat`, "utf8");
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      const list = children.get(ppid) ?? [];
-      list.push(Number(e));
-      children.set(ppid, list);
-    } catch {
-      // the process exited while we looked
-    }
-  }
-  const out: number[] = [];
-  const queue = [root];
-  while (queue.length > 0) {
-    for (const c of children.get(queue.shift()!) ?? []) {
-      out.push(c);
-      queue.push(c);
-    }
-  }
-  return out;
+  return [...processTree([root]).keys()].filter((p) => p !== root);
 }
 
 /** SIGKILLs a process group and every descendant of its leader. Never throws. */
@@ -169,6 +150,16 @@ function safeReaddir(dir: string): string[] {
 }
 
 export function runProcess(argv: string[], opts: ProcessOptions = {}): Promise<ExecResult> {
+  return spawnerWanted() ? viaSpawner(argv, opts) : direct(argv, opts);
+}
+
+/** Whether host processes are started by the spawner process (default) or by this one (`POLAR_SPAWNER=off`). */
+function spawnerWanted(): boolean {
+  return process.env.POLAR_SPAWNER !== "off";
+}
+
+/** Starts the process from this one: its event loop blocks in fork and exec. */
+function direct(argv: string[], opts: ProcessOptions): Promise<ExecResult> {
   const started = performance.now();
   const max = opts.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
   const out = new BoundedSink(max);
@@ -184,52 +175,25 @@ export function runProcess(argv: string[], opts: ProcessOptions = {}): Promise<E
       detached: true,
       stdio: [opts.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
     });
-    let timedOut = false;
-    let cancelled = false;
     let exitCode: number | null = null;
-    let settled = false;
-    const kill = (): void => {
+    const watch = watchdog(opts, () => {
       if (child.pid !== undefined && exitCode === null) killTree(child.pid);
-    };
-    const onAbort = (): void => {
-      cancelled = true;
-      timedOut = true;
-      kill();
-    };
-    const timer =
-      opts.timeoutMs !== undefined && opts.timeoutMs > 0
-        ? setTimeout(() => {
-            timedOut = true;
-            kill();
-          }, opts.timeoutMs)
-        : undefined;
-    timer?.unref();
-    opts.signal?.addEventListener("abort", onAbort, { once: true });
-
+    });
+    let settled = false;
     const finish = (): void => {
       if (settled) return;
       settled = true;
-      if (timer) clearTimeout(timer);
-      opts.signal?.removeEventListener("abort", onAbort);
+      watch.done();
       child.stdout?.destroy();
       child.stderr?.destroy();
-      const killed = timedOut || cancelled;
-      resolve({
-        stdout: out.text(),
-        stderr: err.text(),
-        exitCode: killed ? -1 : (exitCode ?? -1),
-        timedOut,
-        cancelled,
-        durationMs: performance.now() - started,
-      });
+      resolve(result(out.text(), err.text(), exitCode, watch, started));
     };
     child.stdout!.on("data", (c: Buffer) => out.push(c));
     child.stderr!.on("data", (c: Buffer) => err.push(c));
     child.on("error", (e) => {
       if (settled) return;
       settled = true;
-      if (timer) clearTimeout(timer);
-      opts.signal?.removeEventListener("abort", onAbort);
+      watch.done();
       reject(e);
     });
     child.on("spawn", () => {
@@ -240,11 +204,194 @@ export function runProcess(argv: string[], opts: ProcessOptions = {}): Promise<E
       }
     });
     child.on("exit", (code, sig) => {
-      exitCode = code ?? (sig ? 128 + signalNumber(sig) : -1);
+      exitCode = exitCodeOf(code, sig);
       // Orphans that kept our pipes open must not hold the result hostage.
       setTimeout(finish, PIPE_GRACE_MS).unref();
     });
     child.on("close", finish);
+  });
+}
+
+interface Watch {
+  timedOut: boolean;
+  cancelled: boolean;
+  done(): void;
+}
+
+/** The timeout and the abort signal of one run: either marks the run and calls `kill`. */
+function watchdog(opts: ProcessOptions, kill: () => void): Watch {
+  const w: Watch = { timedOut: false, cancelled: false, done: () => undefined };
+  const onAbort = (): void => {
+    w.cancelled = true;
+    w.timedOut = true;
+    kill();
+  };
+  const timer =
+    opts.timeoutMs !== undefined && opts.timeoutMs > 0
+      ? setTimeout(() => {
+          w.timedOut = true;
+          kill();
+        }, opts.timeoutMs)
+      : undefined;
+  timer?.unref();
+  opts.signal?.addEventListener("abort", onAbort, { once: true });
+  w.done = () => {
+    if (timer) clearTimeout(timer);
+    opts.signal?.removeEventListener("abort", onAbort);
+  };
+  return w;
+}
+
+function result(stdout: string, stderr: string, exitCode: number | null, w: Watch, started: number): ExecResult {
+  const killed = w.timedOut || w.cancelled;
+  return { stdout, stderr, exitCode: killed ? -1 : (exitCode ?? -1), timedOut: w.timedOut, cancelled: w.cancelled, durationMs: performance.now() - started };
+}
+
+function exitCodeOf(code: number | null, sig: NodeJS.Signals | string | null): number {
+  return code ?? (sig ? 128 + signalNumber(sig) : -1);
+}
+
+// ---- the spawner process ----------------------------------------------------
+
+const SPAWNER = fileURLToPath(new URL("./assets/spawner.mjs", import.meta.url));
+
+type SpawnerReply =
+  | { op: "spawned"; id: number; pid: number }
+  | { op: "done"; id: number; stdout: string; stderr: string; code: number | null; signal: string | null }
+  | { op: "error"; id: number; message: string; code?: string; errno?: number; syscall?: string; path?: string };
+
+interface PendingRun {
+  onSpawned(pid: number): void;
+  onDone(r: Extract<SpawnerReply, { op: "done" }>): void;
+  onError(e: Error): void;
+  pid?: number;
+}
+
+/**
+ * One spawner per process, forked on first use and again after it died. While
+ * runs are pending it keeps this process alive; idle, it does not.
+ */
+class Spawner {
+  #child: ChildProcess | undefined;
+  readonly #runs = new Map<number, PendingRun>();
+  #nextId = 1;
+
+  run(m: { argv: string[]; cwd?: string; env?: Record<string, string>; stdin?: string; maxOutputBytes: number }, p: PendingRun): void {
+    const child = this.#ensure();
+    const id = this.#nextId++;
+    this.#runs.set(id, p);
+    this.#ref();
+    child.send({ op: "run", id, graceMs: PIPE_GRACE_MS, ...m }, (err) => {
+      if (err) this.#settle(id)?.onError(new Error(`could not hand ${m.argv[0]} to the process spawner: ${err.message}`));
+    });
+  }
+
+  #ensure(): ChildProcess {
+    if (this.#child && this.#child.connected) return this.#child;
+    // A plain script: no loader flags of this process (execArgv), a small heap.
+    const child = fork(SPAWNER, [], { execArgv: ["--max-old-space-size=256"], stdio: ["ignore", "inherit", "inherit", "ipc"], serialization: "json" });
+    child.on("message", (m: SpawnerReply) => this.#onMessage(m));
+    child.on("exit", (code, sig) => this.#lost(child, `the process spawner exited (${sig ?? `code ${code}`})`));
+    child.on("error", (e) => this.#lost(child, `the process spawner failed: ${e.message}`));
+    this.#child = child;
+    this.#unref();
+    return child;
+  }
+
+  #onMessage(m: SpawnerReply): void {
+    const p = this.#runs.get(m.id);
+    if (!p) return;
+    if (m.op === "spawned") {
+      p.pid = m.pid;
+      p.onSpawned(m.pid);
+    } else if (m.op === "done") {
+      this.#settle(m.id)?.onDone(m);
+    } else {
+      this.#settle(m.id)?.onError(Object.assign(new Error(m.message), { code: m.code, errno: m.errno, syscall: m.syscall, path: m.path }));
+    }
+  }
+
+  /** The spawner died: its runs' processes are killed (nobody reads their output now) and the runs fail. */
+  #lost(child: ChildProcess, why: string): void {
+    if (this.#child !== child) return;
+    this.#child = undefined;
+    const runs = [...this.#runs.values()];
+    this.#runs.clear();
+    this.#unref();
+    for (const p of runs) {
+      if (p.pid !== undefined) killTree(p.pid);
+      p.onError(new Error(why));
+    }
+  }
+
+  #settle(id: number): PendingRun | undefined {
+    const p = this.#runs.get(id);
+    this.#runs.delete(id);
+    if (this.#runs.size === 0) this.#unref();
+    return p;
+  }
+
+  #ref(): void {
+    const c = this.#child as (ChildProcess & { channel?: { ref(): void } }) | undefined;
+    c?.ref();
+    c?.channel?.ref();
+  }
+
+  #unref(): void {
+    const c = this.#child as (ChildProcess & { channel?: { unref(): void } }) | undefined;
+    c?.unref();
+    c?.channel?.unref();
+  }
+
+  /** The spawner's pid (tests). */
+  get pid(): number | undefined {
+    return this.#child?.pid;
+  }
+}
+
+const spawner = new Spawner();
+
+/** The pid of this process's spawner, if one runs (for tests and diagnostics). */
+export function spawnerPid(): number | undefined {
+  return spawner.pid;
+}
+
+/** Starts the process through the spawner: this process's event loop never waits for fork or exec. */
+function viaSpawner(argv: string[], opts: ProcessOptions): Promise<ExecResult> {
+  const started = performance.now();
+  return new Promise<ExecResult>((resolve, reject) => {
+    if (opts.signal?.aborted) {
+      resolve({ stdout: "", stderr: "", exitCode: -1, timedOut: true, cancelled: true, durationMs: 0 });
+      return;
+    }
+    let pid: number | undefined;
+    let killWanted = false;
+    let ended = false;
+    const watch = watchdog(opts, () => {
+      if (ended) return;
+      if (pid !== undefined) killTree(pid);
+      else killWanted = true; // killed as soon as its pid is known
+    });
+    spawner.run(
+      { argv, cwd: opts.cwd, env: opts.env, stdin: opts.stdin, maxOutputBytes: opts.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES },
+      {
+        onSpawned(p) {
+          pid = p;
+          opts.onSpawn?.(p);
+          if (killWanted) killTree(p);
+        },
+        onDone(r) {
+          ended = true;
+          watch.done();
+          resolve(result(r.stdout, r.stderr, exitCodeOf(r.code, r.signal), watch, started));
+        },
+        onError(e) {
+          ended = true;
+          watch.done();
+          reject(e);
+        },
+      },
+    );
   });
 }
 
