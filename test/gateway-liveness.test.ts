@@ -14,8 +14,9 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Liveness } from "../src/actors/supervisor/node-monitor.ts";
 import { openInfra } from "../src/nats/infra.ts";
-import { request } from "../src/nats/messages.ts";
-import { decode } from "../src/protocol/codec.ts";
+import { request, serveRequests } from "../src/nats/messages.ts";
+import { decode, encode } from "../src/protocol/codec.ts";
+import { silentLogger } from "../src/util/log.ts";
 import { SessionLease } from "../src/protocol/schemas.ts";
 import { leaseKey, STREAMS, SUBJECTS } from "../src/protocol/subjects.ts";
 import { ONE_CALL, shellTask, taskStatus, waitFor, waitTaskDone } from "./helpers/gateway.ts";
@@ -149,3 +150,42 @@ describe("a gateway killed with SIGKILL", () => {
     }
   }, 200_000);
 });
+
+describe("a node whose heartbeats stop but that still answers", () => {
+  let sys: TestSystem;
+  beforeAll(async () => {
+    sys = await startTestSystem();
+    await sys.startSupervisor({ liveness: { checkEveryMs: 200, minSilenceMs: 1000 } });
+  });
+  afterAll(async () => {
+    await sys?.stop();
+  });
+
+  it("is kept while it answers the monitor's ping, and declared gone once it does not", async () => {
+    const left: Array<{ node_id: string; at: number }> = [];
+    const sub = sys.client.subscribe(SUBJECTS.event("node.left"), {
+      callback: (_e, m) => void left.push({ ...(decode(m.data) as { node_id: string }), at: Date.now() }),
+    });
+    // A node that beats twice (interval 200 ms) and then goes silent, its loop "busy", but answers pings.
+    const node = "silent-but-alive";
+    let pings = 0;
+    const responder = serveRequests(sys.client, SUBJECTS.nodePing(node), async () => (pings++, { node_id: node, ok: true }), silentLogger());
+    const beat = () => sys.client.publish(SUBJECTS.heartbeat(node), encode({ node_id: node, metrics: {}, sent_at: new Date().toISOString(), interval_ms: 200 }));
+    beat();
+    await new Promise((r) => setTimeout(r, 200));
+    beat();
+    await sys.client.flush();
+    // Silent for 4 s: 20 missed beats; every check that finds it silent pings it, and it answers.
+    await waitFor("a ping", async () => pings > 0, 10_000);
+    await new Promise((r) => setTimeout(r, 4000));
+    expect(pings).toBeGreaterThan(1);
+    expect(left.filter((e) => e.node_id === node)).toEqual([]);
+    // Now nobody answers: gone within a few seconds (no responder fails the ping at once).
+    await responder.drain();
+    const t0 = Date.now();
+    await waitFor("node.left", async () => left.some((e) => e.node_id === node), 10_000);
+    expect(left.find((e) => e.node_id === node)!.at - t0).toBeLessThan(5000);
+    sub.unsubscribe();
+  });
+});
+

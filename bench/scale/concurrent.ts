@@ -1,8 +1,8 @@
 /**
  * N concurrent sessions on one gateway process: each session is a shell loop
  * of curl calls with think time that runs until the benchmark creates a stop
- * file. Once all N are live (the gateway's heartbeat reports `run_inflight`
- * >= 98% of N) the gateway's RSS and CPU are sampled for a while; RSS per live
+ * file. Once all N are live (>= 98% of N both held in RUN by the gateway, as
+ * its heartbeat reports, and with their harness process started) the gateway's RSS and CPU are sampled for a while; RSS per live
  * session is the rise over the idle gateway divided by the live sessions.
  *
  * Proxy added latency = what the client saw (curl's time_total, printed by
@@ -11,7 +11,7 @@
  * CompletionRecord with the same seq). It is everything the proxy adds:
  * accepting the connection, auth, tokenizing, forwarding, capture.
  */
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { SessionResult } from "../../src/protocol/schemas.ts";
@@ -30,11 +30,14 @@ interface Sample {
 
 export async function concurrent(n: number, small: boolean): Promise<void> {
   const think = 10;
+  // POLAR_BENCH_BIND=off: credentials not bound to their process tree (no /proc lookup per connection).
+  const bind = process.env.POLAR_BENCH_BIND === "off" ? "off" : "auto";
+
   const holdS = small ? 10 : 30;
   console.log(
-    `\n[concurrent] ${n} sessions live at once on one gateway, each a shell loop: ${think} s think time, one model call (curl), again, until released; measured for ${holdS} s once all are live (local runtime, isolation none)`,
+    `\n[concurrent] ${n} sessions live at once on one gateway, each a shell loop: ${think} s think time, one model call (curl), again, until released; measured for ${holdS} s once all are live (local runtime, isolation none, bind_credentials ${bind})`,
   );
-  const gateway = { max_init_workers: 32, max_run_workers: n, ready_capacity: 64, max_postrun_workers: 16 };
+  const gateway = { max_init_workers: 32, max_run_workers: n, ready_capacity: 64, max_postrun_workers: 16, proxy: { bind_credentials: bind } };
   const c = await startCluster({ sim: ["--slots", "256", "--ttft-ms", "10"], gateway, gateways: 1 });
   const gw = c.gateways[0];
   const dir = await mkdtemp(join(tmpdir(), "polar-bench-stop-"));
@@ -43,13 +46,17 @@ export async function concurrent(n: number, small: boolean): Promise<void> {
     await runBatch(c, "warm", { command: CALL_LOOP, env: { CALLS: "1", THINK: "0" }, num_samples: 16 });
     const idleRss = await settledRss(gw);
     const t0 = performance.now();
-    const id = await submit(c.nc, `concurrent-${process.pid}`, { command: CALL_UNTIL_STOPPED, env: { STOP_FILE: stopFile, THINK: String(think) }, num_samples: n });
+    const liveDir = join(dir, "live");
+    await mkdir(liveDir);
+    const id = await submit(c.nc, `concurrent-${process.pid}`, { command: CALL_UNTIL_STOPPED, env: { STOP_FILE: stopFile, THINK: String(think), LIVE_DIR: liveDir }, num_samples: n });
     const samples: Sample[] = [];
     let plateauSince: number | undefined;
     const deadline = Date.now() + 900_000;
     for (;;) {
       const st = await systemStatus(c.nc).catch(() => undefined);
-      const live = st?.nodes.find((x) => x.node_id === "bench-gw-0")?.metrics?.run_inflight ?? 0;
+      // Live: the gateway holds the session in RUN and its harness process has started.
+      const inRun = st?.nodes.find((x) => x.node_id === "bench-gw-0")?.metrics?.run_inflight ?? 0;
+      const live = Math.min(inRun, (await readdir(liveDir)).length);
       const s = { at: performance.now(), live, rss: rssMb(gw.pid), cpu: cpuSeconds(gw.pid), load: load() };
       samples.push(s);
       if (live >= 0.98 * n) plateauSince ??= s.at;

@@ -18,8 +18,12 @@ export const CALL_LOOP = [
   `i=$((i+1)); done`,
 ].join(" ");
 
-/** Model calls every THINK s until the file STOP_FILE exists (sessions stay live until the benchmark lets them go). */
+/**
+ * Model calls every THINK s until the file STOP_FILE exists (sessions stay live until the benchmark lets them go).
+ * On start it creates a file in LIVE_DIR, so the benchmark counts harnesses actually running.
+ */
 export const CALL_UNTIL_STOPPED = [
+  `[ -z "$LIVE_DIR" ] || : > "$LIVE_DIR/$$";`,
   `while [ ! -e "$STOP_FILE" ]; do sleep "$THINK"; [ -e "$STOP_FILE" ] && break;`,
   `curl -sS --fail -o /dev/null -w '%{time_total}\\n' -H "authorization: Bearer $OPENAI_API_KEY" -H 'content-type: application/json'`,
   `-d '{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":16}' "$OPENAI_BASE_URL/chat/completions" || exit 1;`,

@@ -108,6 +108,8 @@ export const SUBJECTS = {
   traceFilter: (taskId: string) => `polar.trace.${idToken("task_id", taskId)}.>`,
   heartbeat: (nodeId: string) => `polar.node.heartbeat.${assertToken("node_id", nodeId)}`,
   heartbeatAll: "polar.node.heartbeat.*",
+  /** A gateway answers here while it lives (request/reply): the node monitor asks before it declares a silent node gone. */
+  nodePing: (nodeId: string) => `polar.node.ping.${assertToken("node_id", nodeId)}`,
   /** A gateway's own drain endpoint (request/reply, served by that node only). */
   nodeDrain: (nodeId: string) => `polar.node.drain.${assertToken("node_id", nodeId)}`,
   /** Gateway control: cancel a session wherever it runs (core NATS, fan-out). */

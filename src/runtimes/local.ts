@@ -38,6 +38,8 @@ export class LocalRuntime implements Runtime {
   readonly #isolation: "auto" | "bwrap" | "none";
   readonly #stats = new ExecStatsRecorder();
   readonly #live = new Set<number>();
+  /** Processes asked for whose pid is not known yet (the spawner reports it a little later). */
+  readonly #starting = new Set<Promise<void>>();
   readonly #abort = new AbortController();
   #bwrap: string | undefined;
   #socat: string | undefined;
@@ -70,7 +72,21 @@ export class LocalRuntime implements Runtime {
 
   /** A private network reaches the proxy only through the socket; otherwise host TCP from the commands' process trees. */
   proxyPeers(): ProxyPeers {
-    return this.#privateNet() ? { via: "socket" } : { via: "tcp", roots: () => this.#live };
+    return this.#privateNet() ? { via: "socket" } : { via: "tcp", roots: () => this.#roots() };
+  }
+
+  /**
+   * The pids of the processes running now. A process can connect to the proxy
+   * before its pid has reached us (it is started by the spawner process), so
+   * this first waits, up to 10 s, for every pid still on its way.
+   */
+  async #roots(): Promise<Iterable<number>> {
+    if (this.#starting.size) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([Promise.all(this.#starting), new Promise((r) => (timer = setTimeout(r, 10_000)))]);
+      clearTimeout(timer);
+    }
+    return this.#live;
   }
 
   async start(): Promise<void> {
@@ -124,6 +140,9 @@ export class LocalRuntime implements Runtime {
       const env = baseEnv({ home: this.home, tools: this.#ctx.toolsDir, tmp: this.#tmp }, this.#spec.env, opts.env, { [MARKER_ENV]: this.id, [GATEWAY_MARKER_ENV]: this.#ctx.gatewayId, [OWNER_ENV]: ownerMarker() });
       const signal = opts.signal ? AbortSignal.any([opts.signal, this.#abort.signal]) : this.#abort.signal;
       let pid: number | undefined;
+      let started!: () => void;
+      const starting = new Promise<void>((r) => (started = r));
+      this.#starting.add(starting);
       try {
         return await runProcess(this.#argv(command, cwd), {
           cwd,
@@ -131,11 +150,17 @@ export class LocalRuntime implements Runtime {
           timeoutMs: opts.timeoutMs,
           signal,
           stdin: opts.stdin,
-          onSpawn: (p) => this.#live.add((pid = p)),
+          onSpawn: (p) => {
+            this.#live.add((pid = p));
+            this.#starting.delete(starting);
+            started();
+          },
         });
       } catch (e) {
         throw runtimeError(`local runtime ${this.id}: cannot run a command`, e);
       } finally {
+        this.#starting.delete(starting);
+        started();
         if (pid !== undefined) this.#live.delete(pid);
       }
     });

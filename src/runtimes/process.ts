@@ -6,6 +6,7 @@
  */
 import { fork, spawn, type ChildProcess } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { fileURLToPath } from "node:url";
 import { processTree } from "../proxy/peer-proc.ts";
 import { findMarked } from "./marked-scan.ts";
@@ -205,8 +206,9 @@ function direct(argv: string[], opts: ProcessOptions): Promise<ExecResult> {
     });
     child.on("exit", (code, sig) => {
       exitCode = exitCodeOf(code, sig);
-      // Orphans that kept our pipes open must not hold the result hostage.
-      setTimeout(finish, PIPE_GRACE_MS).unref();
+      // Orphans that kept our pipes open must not hold the result hostage. After the grace, one more
+      // pass over I/O (setImmediate runs after the poll phase) reads what the pipes already hold.
+      setTimeout(() => setImmediate(finish), PIPE_GRACE_MS).unref();
     });
     child.on("close", finish);
   });
@@ -268,7 +270,7 @@ interface PendingRun {
 }
 
 /**
- * One spawner per process, forked on first use and again after it died. While
+ * One spawner process, forked on first use and again after it died. While
  * runs are pending it keeps this process alive; idle, it does not.
  */
 class Spawner {
@@ -343,17 +345,35 @@ class Spawner {
     c?.channel?.unref();
   }
 
-  /** The spawner's pid (tests). */
+  /** The spawner's pid while it runs. */
   get pid(): number | undefined {
     return this.#child?.pid;
   }
+
+  /** Runs handed to it and not finished. */
+  get pending(): number {
+    return this.#runs.size;
+  }
 }
 
-const spawner = new Spawner();
+/**
+ * Spawner processes (`POLAR_SPAWNERS`, default one per core up to 4): each
+ * waits for its children to exec, which on a loaded host is mostly waiting to
+ * be scheduled, so several start processes faster than one.
+ */
+const spawners: Spawner[] = [];
 
-/** The pid of this process's spawner, if one runs (for tests and diagnostics). */
-export function spawnerPid(): number | undefined {
-  return spawner.pid;
+function pickSpawner(): Spawner {
+  if (!spawners.length) {
+    const n = Number(process.env.POLAR_SPAWNERS) || Math.min(4, availableParallelism());
+    for (let i = 0; i < Math.max(1, Math.min(16, n)); i++) spawners.push(new Spawner());
+  }
+  return spawners.reduce((a, b) => (b.pending < a.pending ? b : a));
+}
+
+/** The pids of this process's spawners that run now (for tests and diagnostics). */
+export function spawnerPids(): number[] {
+  return spawners.flatMap((s) => (s.pid === undefined ? [] : [s.pid]));
 }
 
 /** Starts the process through the spawner: this process's event loop never waits for fork or exec. */
@@ -372,7 +392,7 @@ function viaSpawner(argv: string[], opts: ProcessOptions): Promise<ExecResult> {
       if (pid !== undefined) killTree(pid);
       else killWanted = true; // killed as soon as its pid is known
     });
-    spawner.run(
+    pickSpawner().run(
       { argv, cwd: opts.cwd, env: opts.env, stdin: opts.stdin, maxOutputBytes: opts.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES },
       {
         onSpawned(p) {

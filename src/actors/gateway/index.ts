@@ -28,6 +28,7 @@ import { SessionBindings } from "./proxy-binding.ts";
 import type { GatewayContext, GatewayRegistries } from "./context.ts";
 import { Pipeline, type StageLimits } from "./pipeline.ts";
 import { reapLeftovers } from "./reap.ts";
+import { serveRequests } from "../../nats/messages.ts";
 import { createDrainer, DEFAULT_DRAIN_TIMEOUT_MS, serveDrain } from "./drain.ts";
 import { toolsDir } from "../../tools/paths.ts";
 import { DEFAULT_UPLOAD_ROOTS } from "../../security/upload-roots.ts";
@@ -321,6 +322,8 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
     leave: (reason) => handle.stop(reason),
   });
   const drainSub = serveDrain(deps.nc, drainer, nodeId, log);
+  // Alive while this answers: the node monitor asks before it takes a silent node for dead.
+  const pingSub = serveRequests(deps.nc, SUBJECTS.nodePing(nodeId), async () => ({ node_id: nodeId, ok: true }), log);
   const consumer = await infra.js.consumers.get(STREAMS.sessions, durable);
   const pulling = pipeline.pullLoop(consumer, abort.signal);
   log.info({ proxy: proxy.url, pool, limits }, "gateway started");
@@ -338,6 +341,7 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
       () => clearInterval(hbTimer),
       () => cancelSub.drain(),
       () => drainSub.drain(),
+      () => pingSub.drain(),
       () => inference.stop(),
       () => infra.nodes.delete(nodeKey(nodeId)),
       () => emit("node.left", { node_id: nodeId }),

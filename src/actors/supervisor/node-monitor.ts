@@ -1,8 +1,10 @@
 /**
  * Reads the gateways' heartbeats and decides when a node is gone: no beat for
  * `missedBeats` of its intervals (and at least `minSilenceMs`), counted from
- * the later of its last beat and the monitor's own last (re)connection, so a
- * NATS outage that silenced everybody is not taken for dead nodes. A gone
+ * the later of its last beat and the monitor's own last (re)connection or
+ * stall, so a NATS outage that silenced everybody, or this process stalling,
+ * is not taken for dead nodes; and the node does not answer a ping (a node
+ * whose beats were only late keeps its sessions). A gone
  * node is announced (`node.left`), removed from `polar_nodes`, and its session
  * leases are expired: each lease is deleted and the delivery it names is
  * NAKed, so the session is redelivered at once instead of after ack_wait.
@@ -14,6 +16,7 @@ import { errorMessage } from "../../protocol/errors.ts";
 import { NodeHeartbeat, SessionLease } from "../../protocol/schemas.ts";
 import { SUBJECTS, nodeKey, type EventKind } from "../../protocol/subjects.ts";
 import type { Infra } from "../../nats/infra.ts";
+import { request } from "../../nats/messages.ts";
 
 export interface LivenessOptions {
   /** Beats a node may miss before it is gone (default 3). */
@@ -34,6 +37,8 @@ interface Seen {
 /** The bookkeeping, with an injected clock (ms). */
 export class Liveness {
   readonly #seen = new Map<string, Seen>();
+  /** The interval each node last said (kept when it is reported gone, for a node that turns out alive). */
+  readonly #intervals = new Map<string, number>();
   #since: number;
 
   constructor(
@@ -44,12 +49,15 @@ export class Liveness {
   }
 
   beat(nodeId: string, intervalMs?: number): void {
-    this.#seen.set(nodeId, { last: this.now(), intervalMs: intervalMs ?? this.#seen.get(nodeId)?.intervalMs ?? this.o.defaultIntervalMs });
+    const interval = intervalMs ?? this.#intervals.get(nodeId) ?? this.o.defaultIntervalMs;
+    this.#intervals.set(nodeId, interval);
+    this.#seen.set(nodeId, { last: this.now(), intervalMs: interval });
   }
 
   /** A node that left on its own: not reported as gone. */
   forget(nodeId: string): void {
     this.#seen.delete(nodeId);
+    this.#intervals.delete(nodeId);
   }
 
   /** The monitor itself was cut off: silences before now say nothing about the nodes. */
@@ -90,7 +98,24 @@ export interface NodeMonitor {
   stop(): Promise<void>;
 }
 
-export function startNodeMonitor(d: NodeMonitorDeps, opts: Partial<LivenessOptions> & { checkEveryMs?: number; now?: () => number } = {}): NodeMonitor {
+/** How long a silent node has to answer the monitor's ping (a dead one has no responder and fails at once). */
+export const DEFAULT_PING_TIMEOUT_MS = 3000;
+
+/** True when the node answers on its ping subject within `timeoutMs`. */
+async function answersPing(d: Pick<NodeMonitorDeps, "nc" | "log">, nodeId: string, timeoutMs: number): Promise<boolean> {
+  try {
+    await request(d.nc, SUBJECTS.nodePing(nodeId), { node_id: nodeId }, { timeoutMs });
+    return true;
+  } catch (err) {
+    d.log.debug({ node_id: nodeId, err: errorMessage(err) }, "node did not answer its ping");
+    return false;
+  }
+}
+
+export function startNodeMonitor(
+  d: NodeMonitorDeps,
+  opts: Partial<LivenessOptions> & { checkEveryMs?: number; now?: () => number; pingTimeoutMs?: number } = {},
+): NodeMonitor {
   const liveness = new Liveness(opts.now ?? (() => performance.now()), { ...DEFAULT_LIVENESS, ...opts });
   const beats = d.nc.subscribe(SUBJECTS.heartbeatAll, {
     callback: (err, msg) => {
@@ -115,15 +140,30 @@ export function startNodeMonitor(d: NodeMonitorDeps, opts: Partial<LivenessOptio
     }
   })().catch((err) => d.log.debug({ err: errorMessage(err) }, "status iterator ended"));
   let checking = false;
+  const every = opts.checkEveryMs ?? 500;
+  let lastTick = performance.now();
   const timer = setInterval(() => {
+    // This process stalled (a loaded host, a long GC): beats may sit unread in its buffers, so the
+    // silence it measured says nothing about the nodes; count anew from now.
+    const tick = performance.now();
+    if (tick - lastTick > 2 * every + 1000) liveness.reconnected();
+    lastTick = tick;
     if (checking) return;
     checking = true;
     void (async () => {
-      for (const nodeId of liveness.gone()) await nodeGone(d, nodeId);
+      for (const nodeId of liveness.gone()) {
+        // Silent is not dead: a node that still answers (its loop was busy, its beats were late) keeps its sessions.
+        if (await answersPing(d, nodeId, opts.pingTimeoutMs ?? DEFAULT_PING_TIMEOUT_MS)) {
+          d.log.warn({ node_id: nodeId }, "node silent past its heartbeats but answered a ping: kept, with its sessions");
+          liveness.beat(nodeId);
+          continue;
+        }
+        await nodeGone(d, nodeId);
+      }
     })()
       .catch((err) => d.log.warn({ err: errorMessage(err) }, "node check failed"))
       .finally(() => (checking = false));
-  }, opts.checkEveryMs ?? 500);
+  }, every);
   timer.unref();
   return {
     liveness,

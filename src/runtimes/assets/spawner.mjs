@@ -55,6 +55,8 @@ function run(m) {
     send({ op: "error", id: m.id, message: e.message, code: e.code });
     return;
   }
+  // The pid goes out at once, not on "spawn": the process may call the proxy before more runs are handed out.
+  if (child.pid !== undefined) send({ op: "spawned", id: m.id, pid: child.pid });
   const out = sink(m.maxOutputBytes);
   const err = sink(m.maxOutputBytes);
   let exit;
@@ -74,7 +76,6 @@ function run(m) {
     send({ op: "error", id: m.id, message: e.message, code: e.code, errno: e.errno, syscall: e.syscall, path: e.path });
   });
   child.on("spawn", () => {
-    send({ op: "spawned", id: m.id, pid: child.pid });
     if (child.stdin) {
       child.stdin.on("error", () => {}); // the process may exit without reading it
       child.stdin.end(m.stdin);
@@ -82,8 +83,10 @@ function run(m) {
   });
   child.on("exit", (code, signal) => {
     exit = { code, signal };
-    // Orphans that kept our pipes open must not hold the result hostage.
-    setTimeout(finish, m.graceMs).unref();
+    // Orphans that kept our pipes open must not hold the result hostage. After the grace, one
+    // more pass over I/O (setImmediate runs after the poll phase) reads what the pipes already
+    // hold: a loop that was busy past the grace would otherwise lose the output.
+    setTimeout(() => setImmediate(finish), m.graceMs).unref();
   });
   child.on("close", finish);
 }
