@@ -171,7 +171,7 @@ describe("a 3-node NATS cluster with replicas 3", () => {
     await conns[2].close();
     let st: TaskStatus | undefined;
     for (const deadline = Date.now() + 45_000; st?.status !== "completed"; ) {
-      if (Date.now() > deadline) throw new Error(`task not completed: ${JSON.stringify(st?.sessions.map((s) => [s.status, s.attempt, s.node_id]))}`);
+      if (Date.now() > deadline) throw new Error(`task not completed: ${JSON.stringify({ ...st, results: undefined, sessions: st?.sessions.map((s) => [s.status, s.attempt, s.node_id]) })}`);
       await new Promise((r) => setTimeout(r, 250));
       st = await status();
     }
