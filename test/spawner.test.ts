@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runProcess, spawnerPids } from "../src/runtimes/process.ts";
+import { waitFor } from "./helpers/gateway.ts";
 
 let dir: string;
 beforeAll(async () => {
@@ -27,13 +28,6 @@ function alive(pid: number): boolean {
     return !readFileSync(`/proc/${pid}/stat`, "utf8").includes(") Z ");
   } catch {
     return false;
-  }
-}
-
-async function until(what: string, f: () => boolean, ms = 10_000): Promise<void> {
-  for (const end = Date.now() + ms; !f(); ) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
   }
 }
 
@@ -74,20 +68,20 @@ describe.each(["spawner", "direct"])("runProcess (%s)", (mode) => {
     const r = await runProcess(["/bin/bash", "-c", `setsid sleep 60 & echo $! > ${marker}; sleep 60`], { timeoutMs: 500 });
     expect(r).toMatchObject({ exitCode: -1, timedOut: true, cancelled: false });
     const grandchild = Number(readFileSync(marker, "utf8"));
-    await until("the setsid grandchild to die", () => !alive(grandchild));
+    await waitFor("the setsid grandchild to die", () => !alive(grandchild));
   });
 
   it("a cancel kills it at once and says so", async () => {
     const ac = new AbortController();
     let pid = 0;
     const p = runProcess(["/bin/sleep", "60"], { signal: ac.signal, onSpawn: (x) => (pid = x) });
-    await until("the process to start", () => pid > 0);
+    await waitFor("the process to start", () => pid > 0);
     const t0 = Date.now();
     ac.abort();
     const r = await p;
     expect(r).toMatchObject({ exitCode: -1, timedOut: true, cancelled: true });
     expect(Date.now() - t0).toBeLessThan(5000);
-    await until("sleep to die", () => !alive(pid));
+    await waitFor("sleep to die", () => !alive(pid));
   });
 
   it("a command that does not exist rejects with ENOENT", async () => {
@@ -102,12 +96,12 @@ describe("the spawner process", () => {
     delete process.env.POLAR_SPAWNER;
     let pid = 0;
     const p = runProcess(["/bin/sleep", "60"], { onSpawn: (x) => (pid = x) });
-    await until("the process to start", () => pid > 0);
+    await waitFor("the process to start", () => pid > 0);
     const first = spawnerPids();
     expect(first.length).toBeGreaterThan(0);
     for (const p of first) process.kill(p, "SIGKILL");
     await expect(p).rejects.toThrow(/process spawner exited \(SIGKILL\)/);
-    await until("the orphaned sleep to be killed", () => !alive(pid));
+    await waitFor("the orphaned sleep to be killed", () => !alive(pid));
     const r = await runProcess(["/bin/echo", "again"]);
     expect(r.stdout).toBe("again\n");
     expect(spawnerPids().length).toBeGreaterThan(0);
