@@ -8,6 +8,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { DeliverPolicy, jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager, type JsMsg } from "@nats-io/jetstream";
 import { Objm, type ObjectStore } from "@nats-io/obj";
+import { CONSUME_EXPIRES_MS } from "../nats/infra.ts";
 import { readDurable } from "../nats/messages.ts";
 import type { SessionResult } from "../protocol/schemas.ts";
 import { BUCKETS, STREAMS, SUBJECTS } from "../protocol/subjects.ts";
@@ -154,7 +155,7 @@ export class TaskStreams {
         ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: opts.fromSeq }
         : { deliver_policy: DeliverPolicy.All }),
     });
-    const messages = await consumer.consume({ max_messages: 64 });
+    const messages = await consumer.consume({ max_messages: 64, expires: CONSUME_EXPIRES_MS });
     const close = () => void messages.close();
     if (opts.signal?.aborted) close();
     opts.signal?.addEventListener("abort", close, { once: true });

@@ -192,6 +192,15 @@ export function ensureEvaluatorConsumer(jsm: JetStreamManager, pool: string, opt
 /** Deliveries of one result before the supervisor records it as failed (see results.ts). */
 export const RESULT_MAX_DELIVER = 10;
 
+/**
+ * How long one pull of a long-running `consume()` waits. nats.js re-pulls
+ * after two missed idle heartbeats (half of this each), so it is also how
+ * long a consumer stalls when its pull is lost with a NATS node (its
+ * default, 30 s, stalled the supervisor's results for 34 s after a cluster
+ * node was killed).
+ */
+export const CONSUME_EXPIRES_MS = 5000;
+
 export function ensureResultsConsumer(jsm: JetStreamManager): Promise<string> {
   return ensureConsumer(jsm, STREAMS.results, {
     durable_name: RESULTS_CONSUMER,

@@ -11,7 +11,7 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import type { Logger } from "pino";
 import { readDurable, publishDurable } from "../../nats/messages.ts";
-import { RESULT_MAX_DELIVER, type Infra } from "../../nats/infra.ts";
+import { CONSUME_EXPIRES_MS, RESULT_MAX_DELIVER, type Infra } from "../../nats/infra.ts";
 import { withRetry } from "../../nats/retry.ts";
 import { decode, validate } from "../../protocol/codec.ts";
 import { errorMessage, PolarError, ValidationError } from "../../protocol/errors.ts";
@@ -42,7 +42,7 @@ export async function consumeResults(d: ResultsDeps, signal: AbortSignal): Promi
   const maxDeliver = d.maxDeliver ?? RESULT_MAX_DELIVER;
   const retryMs = d.retryBaseMs ?? 250;
   const consumer = await d.infra.js.consumers.get(STREAMS.results, RESULTS_CONSUMER);
-  const messages = await consumer.consume({ max_messages: 64 });
+  const messages = await consumer.consume({ max_messages: 64, expires: CONSUME_EXPIRES_MS });
   signal.addEventListener("abort", () => void messages.close(), { once: true });
   for await (const m of messages) {
     try {
