@@ -142,6 +142,9 @@ describe("pause and resume across gateways", () => {
       expect(recs.map((c) => c.engine_weight_version)).toEqual(["0", "0"]);
       expect((recs[1].metadata.inference_timings as Record<string, number>).held_ms).toBeGreaterThan(0);
       expect(recs[0].metadata.inference_timings).not.toHaveProperty("held_ms");
+      // The hold is part of the proxy's time before the call went upstream.
+      const held = recs[1].metadata.inference_timings as Record<string, number>;
+      expect(held.proxy_in_ms).toBeGreaterThanOrEqual(held.held_ms);
       expect(r.trajectory.traces.map((t) => [t.metadata.policy_version_min, t.metadata.policy_version_max])).toEqual([[0, 0], [1, 1]]);
       expect([r.trajectory.metadata.policy_version_min, r.trajectory.metadata.policy_version_max]).toEqual([0, 1]);
       expect(r.metadata).toMatchObject({ policy_version_current: 1, stale_traces: 0 });

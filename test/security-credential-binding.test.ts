@@ -132,6 +132,11 @@ describe("a proxy credential is bound to its own sandbox", () => {
     expect(ra.status).toBe("COMPLETED");
     expect(ra.trajectory.traces).toHaveLength(1); // A's one call, not B's
     expect(rb.trajectory.traces).toHaveLength(0);
+    // The proxy's own share is recorded: the TCP peer check, within the time before the call went upstream.
+    const timing = ra.completion_session!.completions[0].metadata.inference_timings as Record<string, number>;
+    expect(timing.admit_ms).toBeGreaterThan(0);
+    expect(timing.proxy_in_ms).toBeGreaterThanOrEqual(timing.admit_ms);
+    expect(timing.upstream_ms).toBeGreaterThan(0);
     expect(sys.upstream.exchanges.length - before).toBe(1);
     expect(stolenCalls()).toBe(0);
     const aPrompt = JSON.stringify(sys.upstream.exchanges.at(-1)!.request);

@@ -26,6 +26,8 @@ interface Sample {
   rss: number;
   cpu: number;
   load: string;
+  /** The gateway's event-loop delay p99 over its last 5 s window (heartbeat metrics). */
+  loopP99: number;
 }
 
 export async function concurrent(n: number, small: boolean): Promise<void> {
@@ -55,9 +57,9 @@ export async function concurrent(n: number, small: boolean): Promise<void> {
     for (;;) {
       const st = await systemStatus(c.nc).catch(() => undefined);
       // Live: the gateway holds the session in RUN and its harness process has started.
-      const inRun = st?.nodes.find((x) => x.node_id === "bench-gw-0")?.metrics?.run_inflight ?? 0;
-      const live = Math.min(inRun, (await readdir(liveDir)).length);
-      const s = { at: performance.now(), live, rss: rssMb(gw.pid), cpu: cpuSeconds(gw.pid), load: load() };
+      const m = st?.nodes.find((x) => x.node_id === "bench-gw-0")?.metrics;
+      const live = Math.min(m?.run_inflight ?? 0, (await readdir(liveDir)).length);
+      const s = { at: performance.now(), live, rss: rssMb(gw.pid), cpu: cpuSeconds(gw.pid), load: load(), loopP99: m?.loop_delay_p99_ms ?? 0 };
       samples.push(s);
       if (live >= 0.98 * n) plateauSince ??= s.at;
       if ((plateauSince !== undefined && s.at - plateauSince >= holdS * 1000) || Date.now() > deadline) break;
@@ -81,16 +83,19 @@ export async function concurrent(n: number, small: boolean): Promise<void> {
       const rss = median(plateau.map((s) => s.rss));
       const cores = (last.cpu - first.cpu) / ((last.at - first.at) / 1000);
       console.log(
-        `  while ${fmt(live, 0)} live (${fmt((last.at - first.at) / 1000)} s): gateway RSS ${fmt(rss)} MB = ${fmt(((rss - idleRss) * 1024) / live, 0)} KB per live session above idle (${fmt(rss / live, 2)} MB per session counting the whole process; goal <= 2 MB); gateway CPU ${fmt(cores * 100)}% of one core = ${fmt((cores * 100) / live, 3)}% per live session; ${plateau[plateau.length >> 1].load}`,
+        `  while ${fmt(live, 0)} live (${fmt((last.at - first.at) / 1000)} s): gateway RSS ${fmt(rss)} MB = ${fmt(((rss - idleRss) * 1024) / live, 0)} KB per live session above idle (${fmt(rss / live, 2)} MB per session counting the whole process; goal <= 2 MB); gateway CPU ${fmt(cores * 100)}% of one core = ${fmt((cores * 100) / live, 3)}% per live session; gateway event-loop delay p99 (median of its 5 s windows) ${fmt(median(plateau.map((s) => s.loopP99)), 1)} ms; ${plateau[plateau.length >> 1].load}`,
       );
     } else console.log(`  never reached ${n} live sessions (the most was ${maxLive}): no plateau to measure`);
     if (plateauSince === undefined) console.log(`  NOT all ${n} live at once within the deadline: the figures above are for the ${maxLive} that were`);
     const r = await results(c.nc, id, n, 10);
     const added = addedLatency(r);
-    const line = (what: string, xs: number[]) =>
-      `  proxy added latency (client time_total - proxy upstream_ms), ${what}, ${xs.length} calls: median ${fmt(median(xs), 2)} ms, p90 ${fmt(quantile(xs, 0.9), 2)} ms, p99 ${fmt(quantile(xs, 0.99), 2)} ms (goal median <= 5 ms)`;
-    if (plateauWall !== undefined) console.log(line(`while all ${n} were live`, added.filter((x) => x.at >= plateauWall! && x.at <= releasedWall).map((x) => x.ms)));
-    console.log(line("during the ramp (sessions still starting)", added.filter((x) => plateauWall === undefined || x.at < plateauWall).map((x) => x.ms)));
+    const stats = (xs: number[]) => `median ${fmt(median(xs), 2)} ms, p90 ${fmt(quantile(xs, 0.9), 2)} ms, p99 ${fmt(quantile(xs, 0.99), 2)} ms`;
+    const line = (what: string, xs: Added[]) =>
+      `  proxy added latency (client time_total - proxy upstream_ms), ${what}, ${xs.length} calls: ${stats(xs.map((x) => x.ms))} (goal median <= 5 ms)\n` +
+      `    of it inside the proxy before the upstream call (proxy_in_ms): ${stats(xs.map((x) => x.proxyIn))}; the peer check (admit_ms): ${stats(xs.map((x) => x.admit))}; ` +
+      `the rest (before the proxy saw the request, or after it answered): median ${fmt(median(xs.map((x) => x.ms - x.proxyIn)), 2)} ms`;
+    if (plateauWall !== undefined) console.log(line(`while all ${n} were live`, added.filter((x) => x.at >= plateauWall! && x.at <= releasedWall)));
+    console.log(line("during the ramp (sessions still starting)", added.filter((x) => plateauWall === undefined || x.at < plateauWall)));
     console.log(`  upstream_ms median ${fmt(median(upstreamMs(r)), 2)} ms`);
   } finally {
     await writeFile(stopFile, "").catch(() => undefined); // lets the sessions end if we failed midway
@@ -107,17 +112,28 @@ function upstreamMs(rs: SessionResult[]): number[] {
   return rs.flatMap((r) => records(r).map((x) => Number((x.metadata.inference_timings as Record<string, number> | undefined)?.upstream_ms)));
 }
 
-/** Per call: client time minus the proxy's upstream time, pairing the i-th curl line with the i-th record (calls are sequential); `at` is when the proxy recorded it (epoch ms). */
-export function addedLatency(rs: SessionResult[]): Array<{ at: number; ms: number }> {
-  const out: Array<{ at: number; ms: number }> = [];
+interface Added {
+  /** When the proxy recorded the call (epoch ms). */
+  at: number;
+  /** Client time minus the proxy's upstream time. */
+  ms: number;
+  /** The proxy's own time before the upstream call, and its peer check (from the record's timings). */
+  proxyIn: number;
+  admit: number;
+}
+
+/** Per call: client time minus the proxy's upstream time, pairing the i-th curl line with the i-th record (calls are sequential). */
+export function addedLatency(rs: SessionResult[]): Added[] {
+  const out: Added[] = [];
   for (const r of rs) {
     const tail = String(r.agent_result?.metadata?.stdout_tail ?? "");
     const client = tail.split("\n").filter((l) => /^\d+(\.\d+)?$/.test(l.trim())).map((l) => Number(l) * 1000);
     const recs = records(r);
     if (client.length !== recs.length) continue; // a call that got no record (failed): not comparable
     recs.forEach((x, i) => {
-      const up = Number((x.metadata.inference_timings as Record<string, number> | undefined)?.upstream_ms);
-      if (Number.isFinite(up)) out.push({ at: Date.parse(String(x.timestamp)), ms: client[i] - up });
+      const t = (x.metadata.inference_timings ?? {}) as Record<string, number>;
+      const up = Number(t.upstream_ms);
+      if (Number.isFinite(up)) out.push({ at: Date.parse(String(x.timestamp)), ms: client[i] - up, proxyIn: Number(t.proxy_in_ms ?? NaN), admit: Number(t.admit_ms ?? 0) });
     });
   }
   return out;

@@ -527,6 +527,9 @@ export const NodeMetrics = NodeStageMetrics.extend({
   upstream_busy_ms: z.number().min(0).default(0),
   /** Cumulative sessions this node finished (any terminal status). */
   sessions_finished: z.number().int().min(0).default(0),
+  /** How late the node's event loop ran over its last 5 s window: p99 and max, ms (see util/loop-delay.ts). */
+  loop_delay_p99_ms: z.number().min(0).default(0),
+  loop_delay_max_ms: z.number().min(0).default(0),
 });
 export type NodeMetrics = z.infer<typeof NodeMetrics>;
 

@@ -59,6 +59,7 @@ export function createHandler(d: HandlerDeps): Handler {
 }
 
 async function serve(d: HandlerDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const receivedAt = performance.now();
   const url = req.url ?? "/";
   const q = url.indexOf("?");
   const rawPath = q < 0 ? url : url.slice(0, q);
@@ -76,9 +77,10 @@ async function serve(d: HandlerDeps, req: IncomingMessage, res: ServerResponse):
     if (route.pathError) throw route.pathError;
     const credential = pathCred ?? headerCredential(req.headers, query);
     const session = authenticate(d.sessions, credential);
+    let admitMs = 0;
     // Whether this connection may use the credential (a /proc lookup for a TCP-bound session) is
     // decided while the body is read and parsed; nothing is answered or sent upstream before it.
-    const admitted = admitPeer(d.peers, req.socket, session);
+    const admitted = admitPeer(d.peers, req.socket, session).then(() => void (admitMs = performance.now() - receivedAt));
     admitted.catch(() => undefined); // awaited below on every path; this only keeps an early throw from leaving it unhandled
     if (route.op === "list_models" || route.op === "get_model") {
       await admitted;
@@ -99,7 +101,7 @@ async function serve(d: HandlerDeps, req: IncomingMessage, res: ServerResponse):
       await admitted; // a refused credential is answered as such, whatever else is wrong with the request
     }
     if (route.op === "count_tokens") return await count(d, res, dialect, ctx, body);
-    await generate(d, res, { dialect, ctx, body, session, route, credential: credential as string });
+    await generate(d, res, { dialect, ctx, body, session, route, credential: credential as string, receivedAt, admitMs });
   } catch (err) {
     fail(d, res, err, apiType);
   }
@@ -112,6 +114,9 @@ interface Generation {
   session: ProxySession;
   route: Route;
   credential: string;
+  /** When the request reached the handler (performance.now()), and how long its peer check took from then. */
+  receivedAt: number;
+  admitMs: number;
 }
 
 async function generate(d: HandlerDeps, res: ServerResponse, g: Generation): Promise<void> {
@@ -130,6 +135,7 @@ async function generate(d: HandlerDeps, res: ServerResponse, g: Generation): Pro
     if (clamp) payload = JSON.stringify(withEngineFlags(chatReq, d.opts.flavor));
     // While inference is paused the call waits here: the client just sees a slower answer.
     const ticket = await d.gate.enter(abort.signal);
+    const sentAt = performance.now();
     let reply;
     try {
       // The session id lets a sampling server tell the samples of a group apart (engines ignore the header).
@@ -146,6 +152,9 @@ async function generate(d: HandlerDeps, res: ServerResponse, g: Generation): Pro
     const { response, timings } = normalizeResponse(reply.body, d.opts.flavor);
     timings.upstream_ms = reply.ms;
     if (ticket.heldMs > 0) timings.held_ms = ticket.heldMs;
+    // The proxy's own share before the call: reading, the peer check, converting, fitting, any pause.
+    timings.proxy_in_ms = round2(sentAt - g.receivedAt);
+    if (g.admitMs > 0) timings.admit_ms = round2(g.admitMs);
     const record = buildRecord({
       session, apiType: ctx.apiType, request: chatReq, original: body, response, seq,
       sideKind: sideKind(chatReq, ctx.modelRequested), modelRequested: ctx.modelRequested, timings, clamp,
@@ -164,6 +173,8 @@ async function generate(d: HandlerDeps, res: ServerResponse, g: Generation): Pro
     res.off("close", onClose);
   }
 }
+
+const round2 = (ms: number): number => Math.round(ms * 100) / 100;
 
 /** One upstream call, counted in the busy clock and the latency histogram. */
 async function timedUpstream<T>(d: HandlerDeps, call: () => Promise<T>): Promise<T> {

@@ -16,6 +16,7 @@ import type { Logger } from "pino";
 import { decode, encode } from "../../protocol/codec.ts";
 import { STREAMS, SUBJECTS, idFromToken, nodeKey, type EventKind } from "../../protocol/subjects.ts";
 import { errorMessage } from "../../protocol/errors.ts";
+import { LoopDelayMonitor } from "../../util/loop-delay.ts";
 import { TERMINAL_STATUSES, type GatewayNodeInfo, type NodeHeartbeat, type NodeMetrics, type RuntimeSpec } from "../../protocol/schemas.ts";
 import { gatewayMetrics } from "../../metrics/gateway.ts";
 import { DEFAULT_INFRA, ensureDispatchConsumer, openInfra, type InfraOptions } from "../../nats/infra.ts";
@@ -221,9 +222,18 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
   const pipeline = new Pipeline(g, infra, limits, log);
 
   pipelineRef = pipeline;
+  const loopDelay = new LoopDelayMonitor();
   const nodeMetrics = (): NodeMetrics => {
     const p = proxy.stats();
-    return { ...pipeline.metrics(), upstream_inflight: p.upstream_inflight, upstream_busy_ms: p.upstream_busy_ms, sessions_finished: metrics.finishedTotal() };
+    const lag = loopDelay.last;
+    return {
+      ...pipeline.metrics(),
+      upstream_inflight: p.upstream_inflight,
+      upstream_busy_ms: p.upstream_busy_ms,
+      sessions_finished: metrics.finishedTotal(),
+      loop_delay_p99_ms: lag.p99_ms,
+      loop_delay_max_ms: lag.max_ms,
+    };
   };
 
   const cancelSub = deps.nc.subscribe(SUBJECTS.sessionCancelAll, {
@@ -339,6 +349,7 @@ export async function startGateway(deps: GatewayDeps, opts: GatewayOptions): Pro
       () => pipeline.cancelAll("gateway stopping", true),
       () => pipeline.settle(),
       () => clearInterval(hbTimer),
+      () => loopDelay.stop(),
       () => cancelSub.drain(),
       () => drainSub.drain(),
       () => pingSub.drain(),

@@ -33,7 +33,7 @@ export function register(program: Command): void {
         for (const n of s.nodes) {
           const m = n.metrics;
           process.stdout.write(
-            `  ${n.node_id} ${n.healthy ? "healthy" : "UNHEALTHY"}${n.draining ? " draining" : ""} pool=${n.pool} init=${m.init_inflight}/${n.max_init_workers} init_queue=${m.init_queue_depth} ready=${m.ready_depth} run=${m.run_inflight}/${n.max_run_workers} postrun=${m.postrun_inflight}/${n.max_postrun_workers} postrun_queue=${m.postrun_queue_depth} eval_waiting=${m.eval_waiting} proxy=${n.gateway_url}\n`,
+            `  ${n.node_id} ${n.healthy ? "healthy" : "UNHEALTHY"}${n.draining ? " draining" : ""} pool=${n.pool} init=${m.init_inflight}/${n.max_init_workers} init_queue=${m.init_queue_depth} ready=${m.ready_depth} run=${m.run_inflight}/${n.max_run_workers} postrun=${m.postrun_inflight}/${n.max_postrun_workers} postrun_queue=${m.postrun_queue_depth} eval_waiting=${m.eval_waiting} loop_delay_p99=${m.loop_delay_p99_ms}ms proxy=${n.gateway_url}\n`,
           );
         }
         const evs = s.evaluators ?? [];
