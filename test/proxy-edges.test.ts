@@ -1,5 +1,8 @@
 /** Refusals in every vendor's own format, side calls, model listings, per-session served models, encoded bodies. */
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { gzipSync } from "node:zlib";
+import { LISTEN_BACKLOG } from "../src/proxy/server.ts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CRED, startStack, type Stack } from "./proxy-setup.ts";
 
@@ -21,6 +24,14 @@ describe("proxy edges", () => {
 
   const send = (path: string, body: string | Buffer, headers: Record<string, string> = {}) =>
     fetch(stack.proxy.url + path, { method: "POST", headers: { "content-type": "application/json", "x-api-key": CRED, ...headers }, body });
+
+  it("listens with a backlog of LISTEN_BACKLOG, so a burst of new connections queues instead of being dropped", () => {
+    // ss shows a listening socket's backlog in Send-Q; the kernel caps it at net.core.somaxconn
+    const line = execFileSync("ss", ["-ltnH", `sport = :${stack.proxy.port}`], { encoding: "utf8" }).trim();
+    const somaxconn = Number(readFileSync("/proc/sys/net/core/somaxconn", "utf8"));
+    expect(line.split(/\s+/)[2]).toBe(String(Math.min(LISTEN_BACKLOG, somaxconn)));
+    expect(Math.min(LISTEN_BACKLOG, somaxconn)).toBeGreaterThan(511); // more than Node's default
+  });
 
   it("refuses bad input in Anthropic's format", async () => {
     const before = stack.records.length;

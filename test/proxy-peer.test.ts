@@ -8,7 +8,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createServer, type Server, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { holdsSocket, processTree, processTreeByScan, startTime, tcpSocketInode } from "../src/proxy/peer-proc.ts";
+import { holdsSocket, processTree, processTreeByScan, startTime, tableScans, tcpSocketInode } from "../src/proxy/peer-proc.ts";
 
 let server: Server;
 let port: number;
@@ -114,5 +114,28 @@ describe("peer processes from /proc", () => {
     // gone roots give an empty tree, like the scan
     expect(processTree([2 ** 22 + 7]).size).toBe(0);
     expect(processTreeByScan([2 ** 22 + 7]).size).toBe(0);
+  });
+
+  it("a burst of lookups shares reads of the socket table, and each finds its own connection's holder", async () => {
+    const n = 12;
+    const have = accepted.length;
+    const procs = Array.from({ length: n }, () => spawn(process.execPath, ["-e", CONNECT(port)], { stdio: "ignore" }));
+    children.push(...procs);
+    for (const deadline = Date.now() + 20_000; accepted.length < have + n; ) {
+      if (Date.now() > deadline) throw new Error(`only ${accepted.length - have} of ${n} connected`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const socks = accepted.slice(have, have + n);
+    const before = tableScans.count;
+    const inodes = await Promise.all(socks.map(inodeOf));
+    const scans = tableScans.count - before;
+    expect(new Set(inodes).size).toBe(n);
+    // every connection is held by exactly one of the processes: its own
+    for (const inode of inodes) {
+      expect(inode).toBeGreaterThan(0);
+      expect(procs.filter((p) => holdsSocket([p.pid!], inode!))).toHaveLength(1);
+    }
+    expect(scans).toBeGreaterThanOrEqual(1);
+    expect(scans).toBeLessThanOrEqual(2); // the first read, and one for all that asked during it
   });
 });

@@ -1,11 +1,12 @@
 /**
- * N concurrent sessions on one gateway process: each session is a shell loop
- * of curl calls with think time that runs until the benchmark creates a stop
- * file. Once all N are live (>= 98% of N both held in RUN by the gateway, as
+ * N concurrent sessions on one gateway process: each session is a bash loop
+ * of model calls with think time that runs until the benchmark creates a stop
+ * file (bash alone, no process started per call; POLAR_BENCH_CLIENT=curl
+ * starts curl and sleep for each call instead). Once all N are live (>= 98% of N both held in RUN by the gateway, as
  * its heartbeat reports, and with their harness process started) the gateway's RSS and CPU are sampled for a while; RSS per live
  * session is the rise over the idle gateway divided by the live sessions.
  *
- * Proxy added latency = what the client saw (curl's time_total, printed by
+ * Proxy added latency = what the client saw (its time for the call, printed by
  * the harness and carried in the result's stdout tail) minus the proxy's own
  * upstream round trip (`metadata.inference_timings.upstream_ms` of the
  * CompletionRecord with the same seq). It is everything the proxy adds:
@@ -18,7 +19,7 @@ import type { SessionResult } from "../../src/protocol/schemas.ts";
 import { startCluster } from "./cluster.ts";
 import { fmt, settledRss, runBatch } from "./measure.ts";
 import { cpuSeconds, load, median, quantile, rssMb } from "./proc.ts";
-import { CALL_LOOP, CALL_UNTIL_STOPPED, counts, results, submit, systemStatus, waitAll } from "./tasks.ts";
+import { CALL_LOOP, CALL_UNTIL_STOPPED, CALL_UNTIL_STOPPED_CURL, counts, results, submit, systemStatus, waitAll } from "./tasks.ts";
 
 interface Sample {
   at: number;
@@ -34,10 +35,12 @@ export async function concurrent(n: number, small: boolean): Promise<void> {
   const think = 10;
   // POLAR_BENCH_BIND=off: credentials not bound to their process tree (no /proc lookup per connection).
   const bind = process.env.POLAR_BENCH_BIND === "off" ? "off" : "auto";
+  // POLAR_BENCH_CLIENT=curl: each call starts curl and sleep (the default loop starts no process per call).
+  const curl = process.env.POLAR_BENCH_CLIENT === "curl";
 
   const holdS = small ? 10 : 30;
   console.log(
-    `\n[concurrent] ${n} sessions live at once on one gateway, each a shell loop: ${think} s think time, one model call (curl), again, until released; measured for ${holdS} s once all are live (local runtime, isolation none, bind_credentials ${bind})`,
+    `\n[concurrent] ${n} sessions live at once on one gateway, each a shell loop: ${think} s think time, one model call (${curl ? "curl and sleep processes" : "bash alone: /dev/tcp, read -t, no process per call"}), again, until released; measured for ${holdS} s once all are live (local runtime, isolation none, bind_credentials ${bind})`,
   );
   const gateway = { max_init_workers: 32, max_run_workers: n, ready_capacity: 64, max_postrun_workers: 16, proxy: { bind_credentials: bind } };
   const c = await startCluster({ sim: ["--slots", "256", "--ttft-ms", "10"], gateway, gateways: 1 });
@@ -50,7 +53,7 @@ export async function concurrent(n: number, small: boolean): Promise<void> {
     const t0 = performance.now();
     const liveDir = join(dir, "live");
     await mkdir(liveDir);
-    const id = await submit(c.nc, `concurrent-${process.pid}`, { command: CALL_UNTIL_STOPPED, env: { STOP_FILE: stopFile, THINK: String(think), LIVE_DIR: liveDir }, num_samples: n });
+    const id = await submit(c.nc, `concurrent-${process.pid}`, { command: curl ? CALL_UNTIL_STOPPED_CURL : CALL_UNTIL_STOPPED, env: { STOP_FILE: stopFile, THINK: String(think), LIVE_DIR: liveDir }, num_samples: n });
     const samples: Sample[] = [];
     let plateauSince: number | undefined;
     const deadline = Date.now() + 900_000;

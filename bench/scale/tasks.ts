@@ -21,12 +21,35 @@ export const CALL_LOOP = [
 /**
  * Model calls every THINK s until the file STOP_FILE exists (sessions stay live until the benchmark lets them go).
  * On start it creates a file in LIVE_DIR, so the benchmark counts harnesses actually running.
+ * This one starts curl and sleep for every call (two process starts a call).
  */
-export const CALL_UNTIL_STOPPED = [
+export const CALL_UNTIL_STOPPED_CURL = [
   `[ -z "$LIVE_DIR" ] || : > "$LIVE_DIR/$$";`,
   `while [ ! -e "$STOP_FILE" ]; do sleep "$THINK"; [ -e "$STOP_FILE" ] && break;`,
   `curl -sS --fail -o /dev/null -w '%{time_total}\\n' -H "authorization: Bearer $OPENAI_API_KEY" -H 'content-type: application/json'`,
   `-d '{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":16}' "$OPENAI_BASE_URL/chat/completions" || exit 1;`,
+  `done`,
+].join(" ");
+
+/**
+ * The same loop in bash alone, starting no process per call: it thinks with
+ * `read -t` on a pipe nobody writes, calls over `/dev/tcp` (one connection a
+ * call, `Connection: close`, as curl does) and times the call with
+ * `$EPOCHREALTIME` (printed in seconds like curl's time_total). With 1,024
+ * sessions, curl and sleep alone were ~200 process starts a second, which
+ * saturated a 2-core host; this measures the proxy instead of the fork rate.
+ */
+export const CALL_UNTIL_STOPPED = [
+  `[ -z "$LIVE_DIR" ] || : > "$LIVE_DIR/$$";`,
+  `exec {idle}<> <(:);`,
+  `u=\${OPENAI_BASE_URL#http://}; hp=\${u%%/*}; host=\${hp%:*}; port=\${hp##*:}; path=/\${u#*/}/chat/completions;`,
+  `body='{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":16}';`,
+  `while [ ! -e "$STOP_FILE" ]; do read -t "$THINK" -u "$idle" _; [ -e "$STOP_FILE" ] && break;`,
+  `t0=$EPOCHREALTIME; exec 3<>"/dev/tcp/$host/$port" || exit 1;`,
+  `printf 'POST %s HTTP/1.1\\r\\nHost: %s\\r\\nAuthorization: Bearer %s\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n%s' "$path" "$hp" "$OPENAI_API_KEY" "\${#body}" "$body" >&3;`,
+  `read -r -u 3 _ code _; while read -r -u 3 _; do :; done; exec 3<&-;`,
+  `[ "$code" = 200 ] || { echo "HTTP status $code" >&2; exit 1; };`,
+  `t1=$EPOCHREALTIME; us=$(( \${t1/./} - \${t0/./} )); printf '%d.%06d\\n' $((us / 1000000)) $((us % 1000000));`,
   `done`,
 ].join(" ");
 

@@ -27,7 +27,7 @@ export async function tcpSocketInode(client: Endpoint, server: Endpoint, procRoo
   for (const f of files) {
     const [local, remote] = f === "net/tcp6" ? want6 : want;
     if (!local || !remote) continue;
-    const line = await findLine(`${procRoot}/${f}`, `: ${local} ${remote} `);
+    const line = await scannerOf(`${procRoot}/${f}`).find(`: ${local} ${remote} `);
     if (line) {
       const inode = Number(line.trim().split(/\s+/)[9]);
       return inode > 0 ? inode : undefined;
@@ -36,37 +36,91 @@ export async function tcpSocketInode(client: Endpoint, server: Endpoint, procRoo
   return undefined;
 }
 
+/** Reads of a socket table so far (each serves every lookup that was waiting when it began). */
+export const tableScans = { count: 0 };
+
+const scanners = new Map<string, TableScanner>();
+const scannerOf = (path: string): TableScanner => {
+  let s = scanners.get(path);
+  if (!s) scanners.set(path, (s = new TableScanner(path)));
+  return s;
+};
+
 /**
- * The first line of a procfs table that contains `needle`, reading in chunks
- * and stopping there: the kernel formats the table as it is read, so stopping
- * early saves the rest of a large host's socket table, and only the matching
- * line is split into columns (a loaded host lists thousands of sockets).
+ * Lookups in one procfs socket table, coalesced: one read at a time, and
+ * each read looks for every needle that was waiting when it began. The
+ * kernel formats the whole table on every read (a loaded host lists
+ * thousands of sockets: milliseconds each), so a burst of new connections
+ * costs a few reads, not one each. A needle asked for during a read waits
+ * for the next one (its connection may be listed before the read's
+ * position).
  */
-async function findLine(path: string, needle: string): Promise<string | undefined> {
+class TableScanner {
+  #pending = new Map<string, Array<(line: string | undefined) => void>>();
+  #reading = false;
+
+  constructor(private readonly path: string) {}
+
+  find(needle: string): Promise<string | undefined> {
+    return new Promise((resolve) => {
+      const waiting = this.#pending.get(needle);
+      if (waiting) waiting.push(resolve);
+      else this.#pending.set(needle, [resolve]);
+      if (!this.#reading) void this.#drain();
+    });
+  }
+
+  async #drain(): Promise<void> {
+    this.#reading = true;
+    try {
+      while (this.#pending.size) {
+        const batch = this.#pending;
+        this.#pending = new Map();
+        const found = await findLines(this.path, new Set(batch.keys()));
+        for (const [needle, waiting] of batch) for (const resolve of waiting) resolve(found.get(needle));
+      }
+    } finally {
+      this.#reading = false;
+    }
+  }
+}
+
+/**
+ * The first line of a procfs table containing each needle, reading in
+ * chunks and stopping once every needle is found (only the matching lines
+ * are split into columns). A table that cannot be read (no IPv6, no procfs)
+ * finds nothing.
+ */
+async function findLines(path: string, needles: Set<string>): Promise<Map<string, string>> {
+  const found = new Map<string, string>();
   let fh: FileHandle;
   try {
     fh = await open(path, "r");
   } catch {
-    return undefined; // no such table (no IPv6, no procfs): nothing to match
+    return found;
   }
+  tableScans.count++;
   try {
     const buf = Buffer.allocUnsafe(64 * 1024);
     let carry = "";
-    for (;;) {
+    while (found.size < needles.size) {
       const { bytesRead: n } = await fh.read(buf, 0, buf.length, null);
-      if (n <= 0) return undefined;
+      if (n <= 0) break;
       const text = carry + buf.toString("latin1", 0, n);
-      const at = text.indexOf(needle);
       const lastNl = text.lastIndexOf("\n");
-      if (at >= 0 && at < lastNl) {
-        const start = text.lastIndexOf("\n", at) + 1;
-        return text.slice(start, text.indexOf("\n", at));
+      for (const needle of needles) {
+        if (found.has(needle)) continue;
+        const at = text.indexOf(needle);
+        if (at >= 0 && at < lastNl) found.set(needle, text.slice(text.lastIndexOf("\n", at) + 1, text.indexOf("\n", at)));
       }
-      carry = text.slice(lastNl + 1); // a partial last line (the needle may straddle the chunks)
+      carry = text.slice(lastNl + 1); // a partial last line (a needle may straddle the chunks)
     }
+  } catch {
+    // a read that fails midway finds what it found so far
   } finally {
-    await fh.close();
+    await fh.close().catch(() => undefined);
   }
+  return found;
 }
 
 /**

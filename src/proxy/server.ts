@@ -123,10 +123,19 @@ function configure(server: Server): Server {
   return server;
 }
 
+/**
+ * Connections the kernel may hold for the proxy before it accepts them (capped
+ * by net.core.somaxconn). Node's default of 511 overflowed with 1,024 live
+ * sessions opening a connection per call: the kernel then drops the
+ * handshake's last packet, and the client, already "connected", waits out
+ * retransmission backoff (tens of seconds) instead of a short queue.
+ */
+export const LISTEN_BACKLOG = 4096;
+
 function listen(server: Server | NetServer, where: { host?: string; port?: number; path?: string }): Promise<void> {
   return new Promise((resolve, reject) => {
     server.once("error", reject);
-    server.listen(where, () => {
+    server.listen({ ...where, backlog: LISTEN_BACKLOG }, () => {
       server.off("error", reject);
       resolve();
     });
