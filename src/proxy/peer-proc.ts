@@ -47,37 +47,46 @@ const scannerOf = (path: string): TableScanner => {
 };
 
 /**
- * Lookups in one procfs socket table, coalesced: one read at a time, and
- * each read looks for every needle that was waiting when it began. The
- * kernel formats the whole table on every read (a loaded host lists
- * thousands of sockets: milliseconds each), so a burst of new connections
- * costs a few reads, not one each. A needle asked for during a read waits
- * for the next one (its connection may be listed before the read's
- * position).
+ * Lookups in one procfs socket table, coalesced: one read at a time, looking
+ * for every needle waiting while it runs. The kernel formats the whole table
+ * on every read (a loaded host lists thousands of sockets: milliseconds
+ * each), so a burst of new connections costs a few reads, not one each. A
+ * needle is answered as soon as its line is read; one asked for during a read
+ * joins it, and if that read had already passed its line, the next read
+ * finds it (a connection is listed before its lookup is asked for). A needle
+ * that a whole read did not find is not listed: undefined.
  */
 class TableScanner {
-  #pending = new Map<string, Array<(line: string | undefined) => void>>();
+  readonly #waiting = new Map<string, Array<(line: string | undefined) => void>>();
   #reading = false;
+  #buf: Buffer | undefined;
 
   constructor(private readonly path: string) {}
 
   find(needle: string): Promise<string | undefined> {
     return new Promise((resolve) => {
-      const waiting = this.#pending.get(needle);
+      const waiting = this.#waiting.get(needle);
       if (waiting) waiting.push(resolve);
-      else this.#pending.set(needle, [resolve]);
+      else this.#waiting.set(needle, [resolve]);
       if (!this.#reading) void this.#drain();
     });
+  }
+
+  #answer(needle: string, line: string | undefined): void {
+    const waiting = this.#waiting.get(needle);
+    this.#waiting.delete(needle);
+    for (const resolve of waiting ?? []) resolve(line);
   }
 
   async #drain(): Promise<void> {
     this.#reading = true;
     try {
-      while (this.#pending.size) {
-        const batch = this.#pending;
-        this.#pending = new Map();
-        const found = await findLines(this.path, new Set(batch.keys()));
-        for (const [needle, waiting] of batch) for (const resolve of waiting) resolve(found.get(needle));
+      while (this.#waiting.size) {
+        const atStart = [...this.#waiting.keys()];
+        this.#buf ??= Buffer.allocUnsafe(TABLE_CHUNK);
+        await scanTable(this.path, this.#buf, this.#waiting, (needle, line) => this.#answer(needle, line));
+        // Asked for before this read began and not in it: not listed.
+        for (const needle of atStart) if (this.#waiting.has(needle)) this.#answer(needle, undefined);
       }
     } finally {
       this.#reading = false;
@@ -85,42 +94,42 @@ class TableScanner {
   }
 }
 
+/** Bytes per read of a socket table: a loaded host's table in one or a few reads. */
+const TABLE_CHUNK = 512 * 1024;
+
 /**
- * The first line of a procfs table containing each needle, reading in
- * chunks and stopping once every needle is found (only the matching lines
- * are split into columns). A table that cannot be read (no IPv6, no procfs)
- * finds nothing.
+ * Reads a procfs table once, in chunks, calling `found` with the first line
+ * containing each needle of `wanted` (checked again at every chunk, so
+ * needles added meanwhile are looked for in the rest), and stopping once
+ * nothing is wanted. A table that cannot be read (no IPv6, no procfs) finds
+ * nothing.
  */
-async function findLines(path: string, needles: Set<string>): Promise<Map<string, string>> {
-  const found = new Map<string, string>();
+async function scanTable(path: string, buf: Buffer, wanted: Map<string, unknown>, found: (needle: string, line: string) => void): Promise<void> {
   let fh: FileHandle;
   try {
     fh = await open(path, "r");
   } catch {
-    return found;
+    return;
   }
   tableScans.count++;
   try {
-    const buf = Buffer.allocUnsafe(64 * 1024);
     let carry = "";
-    while (found.size < needles.size) {
+    while (wanted.size) {
       const { bytesRead: n } = await fh.read(buf, 0, buf.length, null);
       if (n <= 0) break;
       const text = carry + buf.toString("latin1", 0, n);
       const lastNl = text.lastIndexOf("\n");
-      for (const needle of needles) {
-        if (found.has(needle)) continue;
+      for (const needle of [...wanted.keys()]) {
         const at = text.indexOf(needle);
-        if (at >= 0 && at < lastNl) found.set(needle, text.slice(text.lastIndexOf("\n", at) + 1, text.indexOf("\n", at)));
+        if (at >= 0 && at < lastNl) found(needle, text.slice(text.lastIndexOf("\n", at) + 1, text.indexOf("\n", at)));
       }
       carry = text.slice(lastNl + 1); // a partial last line (a needle may straddle the chunks)
     }
   } catch {
-    // a read that fails midway finds what it found so far
+    // a read that fails midway: what it did not find counts as not listed
   } finally {
     await fh.close().catch(() => undefined);
   }
-  return found;
 }
 
 /**
