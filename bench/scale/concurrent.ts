@@ -1,8 +1,9 @@
 /**
  * N concurrent sessions on one gateway process: each session is a bash loop
  * of model calls with think time that runs until the benchmark creates a stop
- * file (bash alone, no process started per call; POLAR_BENCH_CLIENT=curl
- * starts curl and sleep for each call instead). Once all N are live (>= 98% of N both held in RUN by the gateway, as
+ * file. The loop is bash alone (no process started per call), on one
+ * kept-alive connection or a new connection per call; `curl` starts curl and
+ * sleep for each call instead (POLAR_BENCH_CLIENTS picks). Once all N are live (>= 98% of N both held in RUN by the gateway, as
  * its heartbeat reports, and with their harness process started) the gateway's RSS and CPU are sampled for a while; RSS per live
  * session is the rise over the idle gateway divided by the live sessions.
  *
@@ -19,7 +20,7 @@ import type { SessionResult } from "../../src/protocol/schemas.ts";
 import { startCluster } from "./cluster.ts";
 import { fmt, settledRss, runBatch } from "./measure.ts";
 import { cpuSeconds, load, median, quantile, rssMb } from "./proc.ts";
-import { CALL_LOOP, CALL_UNTIL_STOPPED, CALL_UNTIL_STOPPED_CURL, counts, results, submit, systemStatus, waitAll } from "./tasks.ts";
+import { CALL_LOOP, CALL_UNTIL_STOPPED, CALL_UNTIL_STOPPED_CURL, CALL_UNTIL_STOPPED_KEEPALIVE, counts, results, submit, systemStatus, waitAll } from "./tasks.ts";
 
 interface Sample {
   at: number;
@@ -31,16 +32,37 @@ interface Sample {
   loopP99: number;
 }
 
+/** How each session's loop calls the proxy. */
+export type Client = "keepalive" | "close" | "curl";
+const CLIENTS: Record<Client, { command: string; what: string }> = {
+  keepalive: { command: CALL_UNTIL_STOPPED_KEEPALIVE, what: "bash alone, one kept-alive connection per session, as HTTP client libraries do" },
+  close: { command: CALL_UNTIL_STOPPED, what: "bash alone, a new connection per call, as curl does" },
+  curl: { command: CALL_UNTIL_STOPPED_CURL, what: "curl and sleep processes started for every call" },
+};
+
+/**
+ * One run per client in POLAR_BENCH_CLIENTS (default `keepalive,close`;
+ * `curl` is the loop of earlier runs), then their added latencies side by side.
+ */
 export async function concurrent(n: number, small: boolean): Promise<void> {
+  const clients = (process.env.POLAR_BENCH_CLIENTS ?? "keepalive,close").split(",") as Client[];
+  for (const k of clients) if (!CLIENTS[k]) throw new Error(`POLAR_BENCH_CLIENTS: unknown client ${k} (known: ${Object.keys(CLIENTS).join(", ")})`);
+  const rows: Array<[Client, number | undefined]> = [];
+  for (const k of clients) rows.push([k, await concurrentRun(n, small, k)]);
+  if (rows.length > 1) {
+    console.log(`  side by side, proxy added latency median while all ${n} were live: ${rows.map(([k, ms]) => `${k} ${ms === undefined ? "n/a" : `${fmt(ms, 2)} ms`}`).join(", ")} (goal <= 5 ms)`);
+  }
+}
+
+async function concurrentRun(n: number, small: boolean, client: Client): Promise<number | undefined> {
   const think = 10;
   // POLAR_BENCH_BIND=off: credentials not bound to their process tree (no /proc lookup per connection).
   const bind = process.env.POLAR_BENCH_BIND === "off" ? "off" : "auto";
-  // POLAR_BENCH_CLIENT=curl: each call starts curl and sleep (the default loop starts no process per call).
-  const curl = process.env.POLAR_BENCH_CLIENT === "curl";
+  let plateauMedian: number | undefined;
 
   const holdS = small ? 10 : 30;
   console.log(
-    `\n[concurrent] ${n} sessions live at once on one gateway, each a shell loop: ${think} s think time, one model call (${curl ? "curl and sleep processes" : "bash alone: /dev/tcp, read -t, no process per call"}), again, until released; measured for ${holdS} s once all are live (local runtime, isolation none, bind_credentials ${bind})`,
+    `\n[concurrent, ${client}] ${n} sessions live at once on one gateway, each a shell loop: ${think} s think time, one model call (${CLIENTS[client].what}), again, until released; measured for ${holdS} s once all are live (local runtime, isolation none, bind_credentials ${bind})`,
   );
   const gateway = { max_init_workers: 32, max_run_workers: n, ready_capacity: 64, max_postrun_workers: 16, proxy: { bind_credentials: bind } };
   const c = await startCluster({ sim: ["--slots", "256", "--ttft-ms", "10"], gateway, gateways: 1 });
@@ -53,7 +75,7 @@ export async function concurrent(n: number, small: boolean): Promise<void> {
     const t0 = performance.now();
     const liveDir = join(dir, "live");
     await mkdir(liveDir);
-    const id = await submit(c.nc, `concurrent-${process.pid}`, { command: curl ? CALL_UNTIL_STOPPED_CURL : CALL_UNTIL_STOPPED, env: { STOP_FILE: stopFile, THINK: String(think), LIVE_DIR: liveDir }, num_samples: n });
+    const id = await submit(c.nc, `concurrent-${process.pid}`, { command: CLIENTS[client].command, env: { STOP_FILE: stopFile, THINK: String(think), LIVE_DIR: liveDir }, num_samples: n });
     const samples: Sample[] = [];
     let plateauSince: number | undefined;
     const deadline = Date.now() + 900_000;
@@ -97,9 +119,14 @@ export async function concurrent(n: number, small: boolean): Promise<void> {
       `  proxy added latency (client time_total - proxy upstream_ms), ${what}, ${xs.length} calls: ${stats(xs.map((x) => x.ms))} (goal median <= 5 ms)\n` +
       `    of it inside the proxy before the upstream call (proxy_in_ms): ${stats(xs.map((x) => x.proxyIn))}; the peer check (admit_ms): ${stats(xs.map((x) => x.admit))}; ` +
       `the rest (before the proxy saw the request, or after it answered): median ${fmt(median(xs.map((x) => x.ms - x.proxyIn)), 2)} ms`;
-    if (plateauWall !== undefined) console.log(line(`while all ${n} were live`, added.filter((x) => x.at >= plateauWall! && x.at <= releasedWall)));
+    if (plateauWall !== undefined) {
+      const onPlateau = added.filter((x) => x.at >= plateauWall! && x.at <= releasedWall);
+      if (onPlateau.length) plateauMedian = median(onPlateau.map((x) => x.ms));
+      console.log(line(`while all ${n} were live`, onPlateau));
+    }
     console.log(line("during the ramp (sessions still starting)", added.filter((x) => plateauWall === undefined || x.at < plateauWall)));
     console.log(`  upstream_ms median ${fmt(median(upstreamMs(r)), 2)} ms`);
+    return plateauMedian;
   } finally {
     await writeFile(stopFile, "").catch(() => undefined); // lets the sessions end if we failed midway
     await c.stop();

@@ -35,7 +35,10 @@ export const CALL_UNTIL_STOPPED_CURL = [
  * The same loop in bash alone, starting no process per call: it thinks with
  * `read -t` on a pipe nobody writes, calls over `/dev/tcp` (one connection a
  * call, `Connection: close`, as curl does) and times the call with
- * `$EPOCHREALTIME` (printed in seconds like curl's time_total). With 1,024
+ * `$EPOCHREALTIME` (printed in seconds like curl's time_total). The body
+ * ends with a newline and the request is written by one `echo`, so bash's
+ * line-buffered output sends it in one write (a line per write, Nagle and
+ * delayed ACKs added ~40 ms to a call). With 1,024
  * sessions, curl and sleep alone were ~200 process starts a second, which
  * saturated a 2-core host; this measures the proxy instead of the fork rate.
  */
@@ -43,11 +46,34 @@ export const CALL_UNTIL_STOPPED = [
   `[ -z "$LIVE_DIR" ] || : > "$LIVE_DIR/$$";`,
   `exec {idle}<> <(:);`,
   `u=\${OPENAI_BASE_URL#http://}; hp=\${u%%/*}; host=\${hp%:*}; port=\${hp##*:}; path=/\${u#*/}/chat/completions;`,
-  `body='{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":16}';`,
+  `body='{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":16}'$'\\n';`,
   `while [ ! -e "$STOP_FILE" ]; do read -t "$THINK" -u "$idle" _; [ -e "$STOP_FILE" ] && break;`,
   `t0=$EPOCHREALTIME; exec 3<>"/dev/tcp/$host/$port" || exit 1;`,
-  `printf 'POST %s HTTP/1.1\\r\\nHost: %s\\r\\nAuthorization: Bearer %s\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n%s' "$path" "$hp" "$OPENAI_API_KEY" "\${#body}" "$body" >&3;`,
+  `printf -v req 'POST %s HTTP/1.1\\r\\nHost: %s\\r\\nAuthorization: Bearer %s\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n%s' "$path" "$hp" "$OPENAI_API_KEY" "\${#body}" "$body"; echo -n "$req" >&3;`,
   `read -r -u 3 _ code _; while read -r -u 3 _; do :; done; exec 3<&-;`,
+  `[ "$code" = 200 ] || { echo "HTTP status $code" >&2; exit 1; };`,
+  `t1=$EPOCHREALTIME; us=$(( \${t1/./} - \${t0/./} )); printf '%d.%06d\\n' $((us / 1000000)) $((us % 1000000));`,
+  `done`,
+].join(" ");
+
+/**
+ * The bash loop on one kept-alive connection, as an HTTP client library
+ * (every harness CLI) uses it: the proxy checks the connection's peer once,
+ * not at every call. It reads each answer by its Content-Length and opens a
+ * new connection only when the proxy closed the old one.
+ */
+export const CALL_UNTIL_STOPPED_KEEPALIVE = [
+  `[ -z "$LIVE_DIR" ] || : > "$LIVE_DIR/$$";`,
+  `trap '' PIPE; exec {idle}<> <(:);`,
+  `u=\${OPENAI_BASE_URL#http://}; hp=\${u%%/*}; host=\${hp%:*}; port=\${hp##*:}; path=/\${u#*/}/chat/completions;`,
+  `body='{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":16}'$'\\n'; conn=;`,
+  `call() { [ -n "$conn" ] || { exec 3<>"/dev/tcp/$host/$port" && conn=1; } || return 1;`,
+  `printf -v req 'POST %s HTTP/1.1\\r\\nHost: %s\\r\\nAuthorization: Bearer %s\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\n\\r\\n%s' "$path" "$hp" "$OPENAI_API_KEY" "\${#body}" "$body"; echo -n "$req" >&3 || return 1;`,
+  `code=; read -r -u 3 _ code _ || return 1; len=0;`,
+  `while IFS= read -r -u 3 line; do line=\${line%$'\\r'}; [ -z "$line" ] && break; case "\${line,,}" in content-length:*) len=\${line#*:}; len=\${len// /};; esac; done;`,
+  `[ "$len" -gt 0 ] && read -r -N "$len" -u 3 _; return 0; };`,
+  `while [ ! -e "$STOP_FILE" ]; do read -t "$THINK" -u "$idle" _; [ -e "$STOP_FILE" ] && break;`,
+  `t0=$EPOCHREALTIME; call || { exec 3<&-; conn=; t0=$EPOCHREALTIME; call; } || exit 1;`,
   `[ "$code" = 200 ] || { echo "HTTP status $code" >&2; exit 1; };`,
   `t1=$EPOCHREALTIME; us=$(( \${t1/./} - \${t0/./} )); printf '%d.%06d\\n' $((us / 1000000)) $((us % 1000000));`,
   `done`,
