@@ -50,29 +50,30 @@ describe("session budgets and queue timeouts", () => {
   });
 
   it("sessions queued longer than timeout_seconds are not timed out: every one returns its real result", async () => {
-    // 2 run workers, 20 sessions of ~1.2 s: the last ones wait far longer than the 6 s budget before their INIT.
-    const timeoutS = 6;
+    // The issue's sizes: 4 run workers, 60 sessions of ~2.5 s, timeout_seconds 20: the last ones wait
+    // far longer than their budget before their INIT (the sweep used to give 24 of them TIMEOUT).
+    const timeoutS = 20;
     await sys.startGateway({
       nodeId: "gw-budget",
       pool: "budget",
-      limits: { maxInitWorkers: 1, initQueueCapacity: 0, readyCapacity: 1, maxRunWorkers: 2, maxPostrunWorkers: 2 },
+      limits: { maxInitWorkers: 1, initQueueCapacity: 0, readyCapacity: 1, maxRunWorkers: 4, maxPostrunWorkers: 2 },
     });
     const started = Date.now();
-    await request(sys.client, SUBJECTS.api.submit, task("queued-budget", "budget", `${CALL} && sleep 1.2`, { num_samples: 20, timeout_seconds: timeoutS }));
+    await request(sys.client, SUBJECTS.api.submit, task("queued-budget", "budget", `${CALL} && sleep 2.5`, { num_samples: 60, timeout_seconds: timeoutS }));
     const st = await waitTaskDone(sys, "queued-budget", 150_000);
     const wall = (Date.now() - started) / 1000;
     // The point of the test: some sessions waited in the queue longer than their budget.
     expect(wall).toBeGreaterThan(timeoutS * 1.5);
     expect(st.status).toBe("completed");
-    expect(st.results).toHaveLength(20);
-    expect(byStatus(st)).toEqual({ COMPLETED: 20 });
+    expect(st.results).toHaveLength(60);
+    expect(byStatus(st)).toEqual({ COMPLETED: 60 });
     for (const r of st.results) {
       expect(r.node_id).toBe("gw-budget");
       expect(r.attempt).toBe(1);
       expect(r.error).toBeNull();
       expect(r.trajectory.traces.length).toBeGreaterThan(0);
     }
-    expect(new Set(st.results.map((r) => r.session_id)).size).toBe(20);
+    expect(new Set(st.results.map((r) => r.session_id)).size).toBe(60);
     await sys.stopGateways();
   }, 180_000);
 
