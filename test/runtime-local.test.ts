@@ -11,6 +11,7 @@ import { MARKER_ENV, markedProcesses } from "../src/runtimes/process.ts";
 import { reapLocalProcesses } from "../src/runtimes/reaper.ts";
 import { createRuntimeRegistry } from "../src/runtimes/registry.ts";
 import { runtimeContract } from "./runtime-contract.ts";
+import { waitFor } from "./helpers/gateway.ts";
 import { type FakeProxy, makeCtx, makeSessionDir, makeToolsDir, startFakeNats, startFakeProxy } from "./runtime-helpers.ts";
 
 const limitsUnavailable = (await cgroupsUsable()) ? undefined : "this process cannot create cgroups (not root, or a read-only cgroup fs)";
@@ -57,7 +58,8 @@ describe("local runtime, plain processes", () => {
     const r = await rt.exec(`curl -s ${rt.proxyUrl}/v1/models`);
     expect(JSON.parse(r.stdout)).toEqual({ ok: true, path: "/v1/models", via: "tcp" });
     await rt.exec("nohup sleep 1000 >/dev/null 2>&1 & setsid sleep 1001 >/dev/null 2>&1 < /dev/null &");
-    expect(markedProcesses(MARKER_ENV, rt.id).length).toBeGreaterThanOrEqual(2);
+    // both background processes (one escaped into its own session) are running...
+    await waitFor("both background processes", () => markedProcesses(MARKER_ENV, rt.id).length >= 2, 10_000);
     await rt.stop();
     expect(markedProcesses(MARKER_ENV, rt.id)).toEqual([]);
   });
