@@ -1,6 +1,8 @@
 import { existsSync } from "node:fs";
+import { Kvm } from "@nats-io/kv";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connectNats, openInfra, type Infra } from "../src/nats/infra.ts";
+import { kvKeys } from "../src/nats/kv-keys.ts";
 import { startNatsServer, type NatsServerHandle } from "../src/nats/launcher.ts";
 import { publishDurable, readDurable, request, serveRequests } from "../src/nats/messages.ts";
 import { PolarError } from "../src/protocol/errors.ts";
@@ -43,6 +45,29 @@ describe("embedded nats-server and messaging", () => {
     await sub.drain();
     const none = (await request(infra.nc, "test.nobody", {}).catch((e) => e)) as PolarError;
     expect(none.code).toBe("unavailable");
+  });
+
+  it("lists each KV key once while the keys are being rewritten (as heartbeats and lease renewals do)", async () => {
+    const kv = await new Kvm(infra.nc).create("keys_test", { history: 1 });
+    const n = 300;
+    const key = (i: number) => `g${i % 2}.k${i}`;
+    for (let i = 0; i < n; i++) await kv.put(key(i), "0");
+    let writing = true;
+    const writer = (async () => {
+      for (let round = 1; writing; round++) for (let i = n - 1; i >= 0 && writing; i -= 7) await kv.put(key(i), String(round));
+    })();
+    try {
+      for (let pass = 0; pass < 5; pass++) {
+        const keys = await kvKeys(kv);
+        expect(keys).toHaveLength(n);
+        expect(new Set(keys)).toEqual(new Set(Array.from({ length: n }, (_, i) => key(i))));
+      }
+      expect((await kvKeys(kv, "g0.>")).sort()).toEqual(Array.from({ length: n / 2 }, (_, i) => key(2 * i)).sort());
+    } finally {
+      writing = false;
+      await writer;
+      await kv.destroy();
+    }
   });
 
   it("stops the server and removes its temporary store", async () => {

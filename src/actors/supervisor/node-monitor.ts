@@ -9,6 +9,7 @@
  * leases are expired: each lease is deleted and the delivery it names is
  * NAKed, so the session is redelivered at once instead of after ack_wait.
  */
+import { kvKeys } from "../../nats/kv-keys.ts";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import { decode } from "../../protocol/codec.ts";
@@ -187,7 +188,7 @@ async function nodeGone(d: NodeMonitorDeps, nodeId: string): Promise<void> {
 export async function expireLeases(d: Pick<NodeMonitorDeps, "nc" | "infra" | "log">, nodeId: string): Promise<string[]> {
   const kv = d.infra.leases;
   const released: string[] = [];
-  for await (const key of await kv.keys()) {
+  for (const key of await kvKeys(kv)) {
     const e = await kv.get(key);
     if (!e || e.operation !== "PUT") continue;
     const lease = SessionLease.safeParse(safeDecode(e.value));

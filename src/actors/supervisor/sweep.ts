@@ -9,6 +9,7 @@
  * a session still queued is never given TIMEOUT by its budget; only the
  * optional `queue_timeout_seconds` bounds how long it may wait.
  */
+import { kvKeys } from "../../nats/kv-keys.ts";
 import type { Logger } from "pino";
 import { publishDurable } from "../../nats/messages.ts";
 import type { Infra } from "../../nats/infra.ts";
@@ -40,8 +41,8 @@ export async function sweep(c: SweepContext): Promise<void> {
 /** Sessions whose lease deadline (plus grace) passed without a result: TIMEOUT. */
 async function sweepLeases(c: SweepContext): Promise<void> {
   const now = (c.now ?? Date.now)();
-  const keys = await withRetry(() => c.infra.leases.keys(), { log: c.log });
-  for await (const key of keys) {
+  const keys = await withRetry(() => kvKeys(c.infra.leases), { log: c.log });
+  for (const key of keys) {
     try {
       const e = await withRetry(() => c.infra.leases.get(key), { log: c.log });
       if (!e || e.operation !== "PUT" || !e.value?.length) continue;

@@ -7,6 +7,7 @@
  * restarted or second supervisor never overwrites a newer state. A result
  * costs O(1) writes; only listing a task's sessions reads them all.
  */
+import { kvKeys } from "../../nats/kv-keys.ts";
 import { randomBytes } from "node:crypto";
 import type { KV } from "@nats-io/kv";
 import type { Logger } from "pino";
@@ -225,8 +226,7 @@ export class TaskStore {
   /** Ids of live tasks (running, cancelling, or with a callback pending). */
   async liveTaskIds(): Promise<string[]> {
     const out: string[] = [];
-    const it = await this.#retry(() => this.#kv.keys(TASK_KEYS.liveAll));
-    for await (const k of it) {
+    for (const k of await this.#retry(() => kvKeys(this.#kv, TASK_KEYS.liveAll))) {
       try {
         out.push(TASK_KEYS.liveTaskId(k));
       } catch (err) {

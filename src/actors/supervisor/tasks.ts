@@ -3,6 +3,7 @@
  * `num_samples` into sessions on the dispatch work queue, get/cancel/status
  * read and change durable state.
  */
+import { kvKeys } from "../../nats/kv-keys.ts";
 import type { Logger } from "pino";
 import { validate } from "../../protocol/codec.ts";
 import { PolarError } from "../../protocol/errors.ts";
@@ -186,7 +187,7 @@ export class TaskService {
   /** Evaluator actors registered in `polar_nodes` (kind `evaluator`). */
   async evaluators(): Promise<EvaluatorNodeInfo[]> {
     const out: EvaluatorNodeInfo[] = [];
-    for await (const k of await this.d.infra.nodes.keys()) {
+    for (const k of await kvKeys(this.d.infra.nodes)) {
       const e = await this.d.infra.nodes.get(k);
       if (!e?.value?.length || e.operation !== "PUT") continue;
       const r = EvaluatorNodeInfo.safeParse(decode(e.value));
@@ -208,8 +209,7 @@ export class TaskService {
 
   async nodes(): Promise<GatewayNodeInfo[]> {
     const out: GatewayNodeInfo[] = [];
-    const keys = await this.d.infra.nodes.keys();
-    for await (const k of keys) {
+    for (const k of await kvKeys(this.d.infra.nodes)) {
       const e = await this.d.infra.nodes.get(k);
       if (!e?.value?.length || e.operation !== "PUT") continue;
       const r = GatewayNodeInfo.safeParse(decode(e.value));

@@ -1,0 +1,14 @@
+/**
+ * The keys of a KV bucket, each once. nats.js `keys()` reads the bucket with
+ * a consumer that starts at the last value of every key and goes on until it
+ * has caught up, so a key written during the listing (a node's heartbeat, a
+ * lease renewal) is delivered again: `polar status` once listed a gateway
+ * twice that way.
+ */
+import type { KV } from "@nats-io/kv";
+
+export async function kvKeys(kv: KV, filter?: string): Promise<string[]> {
+  const seen = new Set<string>();
+  for await (const k of await kv.keys(filter)) seen.add(k);
+  return [...seen];
+}
