@@ -42,18 +42,30 @@ export const CALL_UNTIL_STOPPED_CURL = [
  * sessions, curl and sleep alone were ~200 process starts a second, which
  * saturated a 2-core host; this measures the proxy instead of the fork rate.
  */
-export const CALL_UNTIL_STOPPED = [
+const BASH_SETUP = [
   `[ -z "$LIVE_DIR" ] || : > "$LIVE_DIR/$$";`,
   `exec {idle}<> <(:);`,
   `u=\${OPENAI_BASE_URL#http://}; hp=\${u%%/*}; host=\${hp%:*}; port=\${hp##*:}; path=/\${u#*/}/chat/completions;`,
   `body='{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":16}'$'\\n';`,
-  `while [ ! -e "$STOP_FILE" ]; do read -t "$THINK" -u "$idle" _; [ -e "$STOP_FILE" ] && break;`,
-  `t0=$EPOCHREALTIME; exec 3<>"/dev/tcp/$host/$port" || exit 1;`,
-  `printf -v req 'POST %s HTTP/1.1\\r\\nHost: %s\\r\\nAuthorization: Bearer %s\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n%s' "$path" "$hp" "$OPENAI_API_KEY" "\${#body}" "$body"; echo -n "$req" >&3;`,
-  `read -r -u 3 _ code _; while read -r -u 3 _; do :; done; exec 3<&-;`,
+];
+/** Builds the request in `req`, with the given extra header lines. */
+const bashRequest = (extraHeaders: string) =>
+  `printf -v req 'POST %s HTTP/1.1\\r\\nHost: %s\\r\\nAuthorization: Bearer %s\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\n${extraHeaders}\\r\\n%s' "$path" "$hp" "$OPENAI_API_KEY" "\${#body}" "$body";`;
+const BASH_THINK = `while [ ! -e "$STOP_FILE" ]; do read -t "$THINK" -u "$idle" _; [ -e "$STOP_FILE" ] && break;`;
+/** After a call: fails on a non-200 status, else prints the time since t0 in seconds. */
+const BASH_REPORT = [
   `[ "$code" = 200 ] || { echo "HTTP status $code" >&2; exit 1; };`,
   `t1=$EPOCHREALTIME; us=$(( \${t1/./} - \${t0/./} )); printf '%d.%06d\\n' $((us / 1000000)) $((us % 1000000));`,
   `done`,
+];
+
+export const CALL_UNTIL_STOPPED = [
+  ...BASH_SETUP,
+  BASH_THINK,
+  `t0=$EPOCHREALTIME; exec 3<>"/dev/tcp/$host/$port" || exit 1;`,
+  `${bashRequest("Connection: close\\r\\n")} echo -n "$req" >&3;`,
+  `read -r -u 3 _ code _; while read -r -u 3 _; do :; done; exec 3<&-;`,
+  ...BASH_REPORT,
 ].join(" ");
 
 /**
@@ -63,20 +75,17 @@ export const CALL_UNTIL_STOPPED = [
  * new connection only when the proxy closed the old one.
  */
 export const CALL_UNTIL_STOPPED_KEEPALIVE = [
-  `[ -z "$LIVE_DIR" ] || : > "$LIVE_DIR/$$";`,
-  `trap '' PIPE; exec {idle}<> <(:);`,
-  `u=\${OPENAI_BASE_URL#http://}; hp=\${u%%/*}; host=\${hp%:*}; port=\${hp##*:}; path=/\${u#*/}/chat/completions;`,
-  `body='{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":16}'$'\\n'; conn=;`,
+  `trap '' PIPE;`,
+  ...BASH_SETUP,
+  `conn=;`,
   `call() { [ -n "$conn" ] || { exec 3<>"/dev/tcp/$host/$port" && conn=1; } || return 1;`,
-  `printf -v req 'POST %s HTTP/1.1\\r\\nHost: %s\\r\\nAuthorization: Bearer %s\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\n\\r\\n%s' "$path" "$hp" "$OPENAI_API_KEY" "\${#body}" "$body"; echo -n "$req" >&3 || return 1;`,
+  `${bashRequest("")} echo -n "$req" >&3 || return 1;`,
   `code=; read -r -u 3 _ code _ || return 1; len=0;`,
   `while IFS= read -r -u 3 line; do line=\${line%$'\\r'}; [ -z "$line" ] && break; case "\${line,,}" in content-length:*) len=\${line#*:}; len=\${len// /};; esac; done;`,
   `[ "$len" -gt 0 ] && read -r -N "$len" -u 3 _; return 0; };`,
-  `while [ ! -e "$STOP_FILE" ]; do read -t "$THINK" -u "$idle" _; [ -e "$STOP_FILE" ] && break;`,
+  BASH_THINK,
   `t0=$EPOCHREALTIME; call || { exec 3<&-; conn=; t0=$EPOCHREALTIME; call; } || exit 1;`,
-  `[ "$code" = 200 ] || { echo "HTTP status $code" >&2; exit 1; };`,
-  `t1=$EPOCHREALTIME; us=$(( \${t1/./} - \${t0/./} )); printf '%d.%06d\\n' $((us / 1000000)) $((us % 1000000));`,
-  `done`,
+  ...BASH_REPORT,
 ].join(" ");
 
 export interface TaskShape {

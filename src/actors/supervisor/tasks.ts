@@ -3,6 +3,7 @@
  * `num_samples` into sessions on the dispatch work queue, get/cancel/status
  * read and change durable state.
  */
+import type { z } from "zod";
 import { kvKeys } from "../../nats/kv-keys.ts";
 import type { Logger } from "pino";
 import { validate } from "../../protocol/codec.ts";
@@ -170,7 +171,8 @@ export class TaskService {
         this.d.log.error({ task_id: id, err: errorMessage(err) }, "unreadable task skipped in status");
       }
     }
-    const nodes = await this.nodes();
+    const registered = await this.#registered();
+    const nodes = registeredAs(GatewayNodeInfo, registered);
     const byPool = await this.pendingByPool();
     const served = new Set(nodes.filter((n) => n.healthy).map((n) => n.pool));
     const unserved_pools = [...byPool].filter(([pool, n]) => n > 0 && !served.has(pool)).map(([pool, n]) => ({ pool, pending_sessions: n }));
@@ -181,21 +183,12 @@ export class TaskService {
     } catch {
       pendingEvals = 0; // no evaluation was ever requested
     }
-    return { pending_sessions: pending, running_tasks: running, nodes, unserved_pools, evaluators: await this.evaluators(), pending_evaluations: pendingEvals };
+    return { pending_sessions: pending, running_tasks: running, nodes, unserved_pools, evaluators: registeredAs(EvaluatorNodeInfo, registered), pending_evaluations: pendingEvals };
   }
 
   /** Evaluator actors registered in `polar_nodes` (kind `evaluator`). */
   async evaluators(): Promise<EvaluatorNodeInfo[]> {
-    const out: EvaluatorNodeInfo[] = [];
-    for (const k of await kvKeys(this.d.infra.nodes)) {
-      const e = await this.d.infra.nodes.get(k);
-      if (!e?.value?.length || e.operation !== "PUT") continue;
-      const r = EvaluatorNodeInfo.safeParse(decode(e.value));
-      if (!r.success) continue;
-      const age = Date.now() - Date.parse(r.data.last_heartbeat);
-      out.push({ ...r.data, healthy: age < 2.5 * r.data.heartbeat_interval_seconds * 1000 });
-    }
-    return out;
+    return registeredAs(EvaluatorNodeInfo, await this.#registered());
   }
 
   /** Queued dispatch messages per pool. */
@@ -207,18 +200,21 @@ export class TaskService {
     return out;
   }
 
+  /** Gateways registered in `polar_nodes`. */
   async nodes(): Promise<GatewayNodeInfo[]> {
-    const out: GatewayNodeInfo[] = [];
+    return registeredAs(GatewayNodeInfo, await this.#registered());
+  }
+
+  /** Every entry of `polar_nodes` (gateways and evaluators), decoded, in one listing. */
+  async #registered(): Promise<unknown[]> {
+    const out: unknown[] = [];
     for (const k of await kvKeys(this.d.infra.nodes)) {
       const e = await this.d.infra.nodes.get(k);
-      if (!e?.value?.length || e.operation !== "PUT") continue;
-      const r = GatewayNodeInfo.safeParse(decode(e.value));
-      if (!r.success) continue;
-      const age = Date.now() - Date.parse(r.data.last_heartbeat);
-      out.push({ ...r.data, healthy: age < 2.5 * r.data.heartbeat_interval_seconds * 1000 });
+      if (e?.value?.length && e.operation === "PUT") out.push(decode(e.value));
     }
     return out;
   }
+
 
   /** TaskStatus of one page of sessions, with their SessionResults read back from POLAR_RESULTS when asked for. */
   async toStatus(h: TaskHeader, page: { withResults: boolean; offset: number; limit: number }): Promise<TaskStatus> {
@@ -283,4 +279,16 @@ export async function cancelSessions(infra: Infra, store: TaskStore, h: TaskHead
   for await (const s of store.sessions(h)) {
     if (!TERMINAL_STATUSES.has(s.status)) infra.nc.publish(SUBJECTS.sessionCancel(s.session_id), encode({ reason }));
   }
+}
+
+/** The entries that are of one kind, each marked healthy while its heartbeats are recent. */
+function registeredAs<S extends typeof GatewayNodeInfo | typeof EvaluatorNodeInfo>(schema: S, entries: unknown[]): Array<z.infer<S>> {
+  const out: Array<z.infer<S>> = [];
+  for (const v of entries) {
+    const r = schema.safeParse(v);
+    if (!r.success) continue;
+    const age = Date.now() - Date.parse(r.data.last_heartbeat);
+    out.push({ ...r.data, healthy: age < 2.5 * r.data.heartbeat_interval_seconds * 1000 } as z.infer<S>);
+  }
+  return out;
 }
