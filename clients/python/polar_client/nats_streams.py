@@ -40,12 +40,19 @@ class TaskStreams:
         return decode(blob.data)
 
     async def _read(self, stream: str, subject: str, from_seq: int | None) -> AsyncIterator[Any]:
-        """Messages of `subject` from `from_seq`, in order; yields None when idle."""
+        """Messages of `subject` from `from_seq`, in order; yields None when idle.
+
+        Like an ordered consumer: with no acks, a message the server delivered
+        into a connection that then died is gone from that consumer for good.
+        So the consumer is created again from the sequence after the last
+        message read whenever the client reconnected since it was created, or
+        a consumer sequence was skipped (a delivery lost on the way)."""
         next_seq = max(1, from_seq or 1)
         lost_since = None
         while True:
             sub = None
             try:
+                reconnects = self.nc.stats["reconnects"]
                 sub = await self.js.pull_subscribe(
                     subject,
                     stream=stream,
@@ -59,18 +66,25 @@ class TaskStreams:
                     ),
                 )
                 lost_since = None
-                while True:
+                delivered = 0  # the consumer sequence of the last message taken
+                while self.nc.stats["reconnects"] == reconnects:
                     try:
                         msgs = await sub.fetch(FETCH_BATCH, timeout=IDLE_S)
                     except NatsTimeout:
                         yield None
                         continue
                     for m in msgs:
+                        if m.metadata.sequence.consumer != delivered + 1:
+                            break  # a delivery was lost: start again after the last message taken
+                        delivered += 1
                         seq = m.metadata.sequence.stream
                         if seq < next_seq:
                             continue
                         next_seq = seq + 1
                         yield m
+                    else:
+                        continue
+                    break
             except (NatsError, ConnectionError, OSError) as err:
                 # The connection dropped (or the consumer vanished with it): start again after the last message read.
                 loop = asyncio.get_running_loop()

@@ -80,11 +80,16 @@ def shell_task(task_id: str, num_samples: int = 4, command_suffix: str = "", tur
 
 
 class TcpProxy:
-    """A TCP relay whose live connections a test can cut (clients reconnect through it)."""
+    """A TCP relay whose live connections a test can cut (clients reconnect
+    through it), or first blackhole: what the server sends on them is dropped,
+    as bytes in flight are when a connection dies."""
 
     def __init__(self, host: str, port: int):
         self.target = (host, port)
         self.writers: set[asyncio.StreamWriter] = set()
+        self.clients: set[asyncio.StreamWriter] = set()  # the client side of each live connection
+        self.muted: set[asyncio.StreamWriter] = set()
+        self.dropped = 0
         self.server = None
         self.port = 0
 
@@ -100,10 +105,14 @@ class TcpProxy:
             writer.close()
             return
         self.writers.update((writer, up_writer))
+        self.clients.add(writer)
 
         async def pipe(r, w):
             try:
                 while data := await r.read(65536):
+                    if w in self.muted:
+                        self.dropped += len(data)
+                        continue
                     w.write(data)
                     await w.drain()
             except (OSError, asyncio.CancelledError):
@@ -113,12 +122,21 @@ class TcpProxy:
 
         await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
         self.writers.difference_update((writer, up_writer))
+        self.clients.discard(writer)
+        self.muted.discard(writer)
+
+    def blackhole(self) -> int:
+        """From now on, drop what the server sends on the live connections."""
+        self.muted |= self.clients
+        return len(self.muted)
 
     def cut(self) -> int:
         n = len(self.writers)
         for w in list(self.writers):
             w.transport.abort()
         self.writers.clear()
+        self.clients.clear()
+        self.muted.clear()
         return n
 
     async def stop(self):

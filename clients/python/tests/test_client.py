@@ -240,6 +240,53 @@ def test_nats_connection_cut_mid_stream(stack):
     run(main())
 
 
+def test_deliveries_lost_with_a_dying_connection_are_read_again(stack):
+    """With no acks, what the server delivered into a connection that then
+    died is gone from that consumer: here the proxy drops everything the
+    server sends for 2 s while the task runs, then cuts. The readers create
+    their consumers again from the last message read, so every trace and
+    result arrives, each once."""
+    async def main():
+        host, port = stack["nats"].removeprefix("nats://").split(":")
+        proxy = await TcpProxy(host, int(port)).start()
+        try:
+            async with await PolarClient.connect(nats=f"nats://127.0.0.1:{proxy.port}") as client:
+                h = await client.submit(shell_task("py-lost", 2, turns=3, delay_ms=400))
+                got, results = [], []
+
+                async def read_traces():
+                    async for m in h.traces():
+                        got.append(m)
+
+                async def read_results():
+                    async for r in h.results():
+                        results.append(r)
+
+                readers = asyncio.gather(read_traces(), read_results())
+                deadline = asyncio.get_running_loop().time() + 60
+                while not got:
+                    assert asyncio.get_running_loop().time() < deadline, "no trace arrived"
+                    await asyncio.sleep(0.02)
+                assert proxy.blackhole() == 1
+                await asyncio.sleep(2)
+                lost = proxy.dropped
+                assert proxy.cut() > 0
+                await asyncio.wait_for(readers, 60)
+                # Traces and results were sent into the blackhole (and never reached the client).
+                assert lost > 0
+                assert len(got) == 6 and len({key(m) for m in got}) == 6
+                assert sorted(m["seq"] for m in got) == [m["seq"] for m in got]
+                assert sorted(r["session_id"] for r in results) == sorted({m["session_id"] for m in got})
+                assert all(r["status"] == "COMPLETED" for r in results)
+                for m in got:
+                    r = next(r for r in results if r["session_id"] == m["session_id"])
+                    assert m["trace"]["response_ids"] == r["trajectory"]["traces"][m["trace_index"]]["response_ids"]
+        finally:
+            await proxy.stop()
+
+    run(main())
+
+
 def test_close_right_after_the_connection_dropped(stack):
     """close() just after the server went away (or the connection was cut, the
     client reconnecting) closes at once instead of draining through the dead
