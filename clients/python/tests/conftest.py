@@ -89,7 +89,7 @@ class TcpProxy:
         self.writers: set[asyncio.StreamWriter] = set()
         self.clients: set[asyncio.StreamWriter] = set()  # the client side of each live connection
         self.muted: set[asyncio.StreamWriter] = set()
-        self.dropped = 0
+        self.dropped = bytearray()  # what blackholed connections did not pass on
         self.server = None
         self.port = 0
 
@@ -111,7 +111,7 @@ class TcpProxy:
             try:
                 while data := await r.read(65536):
                     if w in self.muted:
-                        self.dropped += len(data)
+                        self.dropped += data
                         continue
                     w.write(data)
                     await w.drain()
