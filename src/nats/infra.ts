@@ -26,6 +26,13 @@ export interface Infra {
   js: JetStreamClient;
   jsm: JetStreamManager;
   tasks: KV;
+  /**
+   * The same tasks bucket, read from its stream's leader only. On a cluster,
+   * `tasks` answers reads from any replica (direct gets), and a replica may
+   * not have applied the latest writes yet: read-modify-write and decisions
+   * that must see every acknowledged write read through this one.
+   */
+  tasksLeader: KV;
   nodes: KV;
   /** Cluster-wide control state (`polar_control`): inference paused, policy version. */
   control: KV;
@@ -237,9 +244,12 @@ export async function openInfra(nc: NatsConnection, opts: InfraOptions = {}): Pr
   }
   const kvm = new Kvm(nc);
   const tasks = await kvm.create(BUCKETS.tasks, { history: 1, replicas: o.replicas });
+  const tasksLeader = await kvm.open(BUCKETS.tasks, { allow_direct: false });
   const nodes = await kvm.create(BUCKETS.nodes, { history: 1, ttl: o.nodeTtlMs, replicas: o.replicas });
   const control = await kvm.create(BUCKETS.control, { history: 1, replicas: o.replicas });
-  const leases = await kvm.create(BUCKETS.leases, { history: 1, replicas: o.replicas });
+  // Leases are read-modify-written and decide whose result counts: reads go to the stream's leader
+  // (no direct gets from a replica that may not have applied the latest write).
+  const leases = await kvm.create(BUCKETS.leases, { history: 1, replicas: o.replicas, allow_direct: false });
   const taskFlags = await kvm.create(BUCKETS.taskFlags, { history: 1, replicas: o.replicas });
   const blobs = await new Objm(nc).create(BUCKETS.blobs, { replicas: o.replicas });
   // Buckets and streams that already existed get the configured limits too.
@@ -258,7 +268,7 @@ export async function openInfra(nc: NatsConnection, opts: InfraOptions = {}): Pr
     if (role === "nodes") want.max_age = nanos(o.nodeTtlMs);
     await applyLimits(jsm, stream, want);
   }
-  return { nc, js: jetstream(nc), jsm, tasks, nodes, control, blobs, leases, taskFlags };
+  return { nc, js: jetstream(nc), jsm, tasks, tasksLeader, nodes, control, blobs, leases, taskFlags };
 }
 
 async function applyLimits(jsm: JetStreamManager, stream: string, want: { max_age: number; max_bytes: number }): Promise<void> {

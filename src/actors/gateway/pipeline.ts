@@ -289,8 +289,8 @@ export class Pipeline {
   /** Whether the dispatch message is still in the work queue (it is removed once acked). */
   async #stillQueued(msg: JsMsg): Promise<boolean> {
     try {
-      await this.infra.jsm.streams.getMessage(STREAMS.sessions, { seq: msg.seq });
-      return true;
+      // nats.js answers a message that is not there with null (it throws for other failures).
+      return (await this.infra.jsm.streams.getMessage(STREAMS.sessions, { seq: msg.seq })) !== null;
     } catch (err) {
       if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.NoMessageFound) return false;
       return true; // unknown (NATS unavailable): keep waiting

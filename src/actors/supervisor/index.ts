@@ -83,7 +83,7 @@ export async function startSupervisor(deps: SupervisorDeps, opts: SupervisorOpti
   const infra = await openInfra(deps.nc, opts.infra);
   await ensureResultsConsumer(infra.jsm);
   const maxValueBytes = (deps.nc.info?.max_payload ?? 1024 * 1024) - 16 * 1024;
-  const store = new TaskStore(infra.tasks, { flags: infra.taskFlags, maxValueBytes, log });
+  const store = new TaskStore(infra.tasks, { flags: infra.taskFlags, leader: infra.tasksLeader, maxValueBytes, log });
   const stats = { sweep_errors: 0, unprocessable_results: 0 };
   const live = new Map<string, LiveState>();
   // The task service exists only below; the metrics read it when scraped.

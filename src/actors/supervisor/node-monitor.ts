@@ -15,7 +15,7 @@ import type { Logger } from "pino";
 import { decode } from "../../protocol/codec.ts";
 import { errorMessage } from "../../protocol/errors.ts";
 import { NodeHeartbeat, SessionLease } from "../../protocol/schemas.ts";
-import { SUBJECTS, nodeKey, type EventKind } from "../../protocol/subjects.ts";
+import { STREAMS, SUBJECTS, nodeKey, type EventKind } from "../../protocol/subjects.ts";
 import type { Infra } from "../../nats/infra.ts";
 import { request } from "../../nats/messages.ts";
 
@@ -184,7 +184,15 @@ async function nodeGone(d: NodeMonitorDeps, nodeId: string): Promise<void> {
   d.onGone?.(nodeId, released);
 }
 
-/** Deletes every lease the node holds (compare-and-set) and NAKs the delivery each names. */
+/**
+ * Deletes every lease the node holds (compare-and-set) and NAKs the delivery
+ * each names, except a lease whose dispatch message is gone from the work
+ * queue: the gateway acks it only once the session's result is durably in
+ * POLAR_RESULTS, so that result is on its way to the supervisor, which checks
+ * it against this lease and marks the lease finished. (Releasing it made the
+ * result look unleased: it was refused, and with the delivery already acked
+ * nothing ran the session again.)
+ */
 export async function expireLeases(d: Pick<NodeMonitorDeps, "nc" | "infra" | "log">, nodeId: string): Promise<string[]> {
   const kv = d.infra.leases;
   const released: string[] = [];
@@ -193,6 +201,10 @@ export async function expireLeases(d: Pick<NodeMonitorDeps, "nc" | "infra" | "lo
     if (!e || e.operation !== "PUT") continue;
     const lease = SessionLease.safeParse(safeDecode(e.value));
     if (!lease.success || lease.data.node_id !== nodeId || lease.data.finished_at) continue; // a finished session stays finished
+    if (await dispatchAcked(d, lease.data.ack_subject)) {
+      d.log.info({ session_id: lease.data.session_id, attempt: lease.data.attempt }, "the gone node's result for this session is published; its lease is kept for it");
+      continue;
+    }
     try {
       await kv.delete(key, { previousSeq: e.revision });
     } catch (err) {
@@ -203,6 +215,27 @@ export async function expireLeases(d: Pick<NodeMonitorDeps, "nc" | "infra" | "lo
     released.push(lease.data.session_id);
   }
   return released;
+}
+
+/** The stream sequence a JetStream ack subject names (`$JS.ACK.[domain.account.]stream.consumer.delivered.sseq...`). */
+export function ackStreamSeq(ackSubject: string): number | undefined {
+  const t = ackSubject.split(".");
+  if (t[0] !== "$JS" || t[1] !== "ACK") return undefined;
+  const i = t.length === 9 ? 5 : t.length >= 11 ? 7 : -1;
+  const n = i < 0 ? NaN : Number(t[i]);
+  return Number.isSafeInteger(n) && n > 0 ? n : undefined;
+}
+
+/** Whether the dispatch message behind an ack subject is known to be gone from POLAR_SESSIONS (acked); false when unknown. */
+async function dispatchAcked(d: Pick<NodeMonitorDeps, "infra" | "log">, ackSubject: string | undefined): Promise<boolean> {
+  const seq = ackSubject ? ackStreamSeq(ackSubject) : undefined;
+  if (seq === undefined) return false;
+  try {
+    return (await d.infra.jsm.streams.getMessage(STREAMS.sessions, { seq })) === null; // null: no such message
+  } catch (err) {
+    d.log.debug({ err: errorMessage(err), seq }, "could not tell whether a dispatch was acked; releasing its lease");
+    return false;
+  }
 }
 
 function safeDecode(b: Uint8Array): unknown {

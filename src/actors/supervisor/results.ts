@@ -177,17 +177,36 @@ async function count(d: ResultsDeps, h0: TaskHeader, index: number, s: SessionEn
 
 /**
  * The counters say every session is done: confirm it from the session
- * entries (the counters can run ahead after a crash between two writes) and
- * mark the task final, with exact counts.
+ * entries (the counters can run ahead after a crash between two writes, or a
+ * write applied whose answer was lost) and mark the task final, with exact
+ * counts. The ordered read of the entries can lag the latest writes (on a
+ * cluster it may be served by a replica that has not applied them yet), so a
+ * session it shows unfinished is read again from the stream's leader before
+ * the counts are lowered: a lagging read once left a task `running` with all
+ * its sessions recorded.
  */
 async function finishIfDone(d: ResultsDeps, h: TaskHeader): Promise<TaskHeader | undefined> {
   const counts = { done: 0, usable: 0, by_status: {} as Record<string, number> };
-  for await (const s of d.store.sessions(h)) {
-    if (!TERMINAL_STATUSES.has(s.status)) continue;
+  const add = (s: SessionEntry) => {
     counts.done++;
     counts.by_status[s.status] = (counts.by_status[s.status] ?? 0) + 1;
     if (s.usable) counts.usable++;
+  };
+  const finished = new Set<number>();
+  for await (const s of d.store.sessions(h)) {
+    if (!TERMINAL_STATUSES.has(s.status) || finished.has(s.sample_index)) continue;
+    finished.add(s.sample_index);
+    add(s);
   }
+  let lagged = 0;
+  for (let i = 0; i < h.total; i++) {
+    if (finished.has(i)) continue;
+    const s = await d.store.getSessionLatest(h.request.task_id, h.run, i);
+    if (!s || !TERMINAL_STATUSES.has(s.status)) continue;
+    add(s);
+    lagged++;
+  }
+  if (lagged > 0) d.log.warn({ task_id: h.request.task_id, sessions: lagged }, "the read of the task's sessions lagged; finished sessions were read again from the leader");
   return d.store.updateHeader(h.request.task_id, (x) => {
     if (x.run !== h.run || !(x.status === "running" || x.status === "cancelling")) return false;
     x.counts = counts;

@@ -77,13 +77,16 @@ const WINDOW = 128;
 
 export class TaskStore {
   readonly #kv: KV;
+  /** Reads that must see every acknowledged write (see Infra.tasksLeader); `#kv` when not given. */
+  readonly #leader: KV;
   readonly #flags?: KV;
   readonly #maxValueBytes: number;
   readonly #log?: Logger;
   readonly #chains = new Map<string, Promise<unknown>>();
 
-  constructor(kv: KV, opts: { flags?: KV; maxValueBytes?: number; log?: Logger } = {}) {
+  constructor(kv: KV, opts: { flags?: KV; leader?: KV; maxValueBytes?: number; log?: Logger } = {}) {
     this.#kv = kv;
+    this.#leader = opts.leader ?? kv;
     this.#flags = opts.flags;
     this.#maxValueBytes = opts.maxValueBytes ?? 1024 * 1024 - 16 * 1024;
     this.#log = opts.log;
@@ -106,7 +109,7 @@ export class TaskStore {
         details: { task_id: taskId, bytes: bytes.length, limit: this.#maxValueBytes },
       });
     }
-    const existing = await this.#getHeader(taskId);
+    const existing = await this.#getHeader(taskId, this.#leader);
     if (existing && !replace(existing.header)) {
       throw new PolarError("conflict", `task ${taskId} already exists with status ${existing.header.status}`, {
         details: { task_id: taskId, status: existing.header.status },
@@ -145,7 +148,7 @@ export class TaskStore {
 
   async #updateHeader(taskId: string, change: (h: TaskHeader) => boolean): Promise<TaskHeader | undefined> {
     for (let i = 0; i < 50; i++) {
-      const entry = await this.#getHeader(taskId);
+      const entry = await this.#getHeader(taskId, this.#leader);
       if (!entry) return undefined;
       const h = structuredClone(entry.header);
       const before = { status: h.status, early: h.early_stopped_at };
@@ -164,7 +167,16 @@ export class TaskStore {
   }
 
   async getSession(taskId: string, run: string, index: number): Promise<{ entry: SessionEntry; revision: number } | undefined> {
-    const e = await this.#retry(() => this.#kv.get(TASK_KEYS.session(taskId, run, index)));
+    return this.#readSession(this.#kv, taskId, run, index);
+  }
+
+  /** One session entry with every acknowledged write applied (read from the stream's leader). */
+  async getSessionLatest(taskId: string, run: string, index: number): Promise<SessionEntry | undefined> {
+    return (await this.#readSession(this.#leader, taskId, run, index))?.entry;
+  }
+
+  async #readSession(kv: KV, taskId: string, run: string, index: number): Promise<{ entry: SessionEntry; revision: number } | undefined> {
+    const e = await this.#retry(() => kv.get(TASK_KEYS.session(taskId, run, index)));
     if (!e || !e.value?.length || e.operation !== "PUT") return undefined;
     return { entry: SessionEntry.parse(decode(e.value)), revision: e.revision };
   }
@@ -172,7 +184,7 @@ export class TaskStore {
   /** CAS update of one session entry; `change` returns false to leave it. */
   async updateSession(taskId: string, run: string, index: number, change: (s: SessionEntry) => boolean): Promise<SessionEntry | undefined> {
     for (let i = 0; i < 50; i++) {
-      const cur = await this.getSession(taskId, run, index);
+      const cur = await this.#readSession(this.#leader, taskId, run, index);
       if (!cur) return undefined;
       const s = structuredClone(cur.entry);
       if (!change(s)) return s;
@@ -240,8 +252,8 @@ export class TaskStore {
     await this.#retry(() => this.#kv.delete(TASK_KEYS.live(taskId)));
   }
 
-  async #getHeader(taskId: string): Promise<{ header: TaskHeader; revision: number } | undefined> {
-    const e = await this.#retry(() => this.#kv.get(TASK_KEYS.header(taskId)));
+  async #getHeader(taskId: string, kv: KV = this.#kv): Promise<{ header: TaskHeader; revision: number } | undefined> {
+    const e = await this.#retry(() => kv.get(TASK_KEYS.header(taskId)));
     if (!e || !e.value?.length || e.operation !== "PUT") return undefined;
     const r = TaskHeader.safeParse(decodeOrNull(e.value));
     if (!r.success) throw new PolarError("internal", `task ${taskId}: its stored record is unreadable`, { details: { key: e.key } });
