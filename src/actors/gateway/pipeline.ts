@@ -12,7 +12,7 @@
  * published, and that publish is retried through NATS outages (the session
  * is never re-run for it). Sessions are keyed by (session, attempt).
  */
-import type { Consumer, JsMsg } from "@nats-io/jetstream";
+import { JetStreamApiCodes, JetStreamApiError, type Consumer, type JsMsg } from "@nats-io/jetstream";
 import type { Logger } from "pino";
 import { publishDurable, readDurable } from "../../nats/messages.ts";
 import { applyPolicyVersions } from "./policy-versions.ts";
@@ -20,8 +20,7 @@ import type { Infra } from "../../nats/infra.ts";
 import { validate } from "../../protocol/codec.ts";
 import { errorMessage } from "../../protocol/errors.ts";
 import { SessionDispatch, type NodeStageMetrics, type SessionLease, type SessionResult } from "../../protocol/schemas.ts";
-import { SUBJECTS } from "../../protocol/subjects.ts";
-import { dispatchQueued } from "../../nats/dispatch-queued.ts";
+import { STREAMS, SUBJECTS } from "../../protocol/subjects.ts";
 import type { GatewayContext } from "./context.ts";
 import { acquireLease, newLeaseToken, releaseLease, renewLease } from "./lease.ts";
 import { isMalformed, retrying } from "./retry.ts";
@@ -271,7 +270,7 @@ export class Pipeline {
           h.msg.nak();
           return false;
         }
-        if (!(await dispatchQueued(this.infra.jsm, h.msg.seq))) return false;
+        if (!(await this.#stillQueued(h.msg))) return false;
       }
       if (this.#attemptsOf(s.id).length) {
         if (!waited) this.log.warn({ session_id: s.id, attempt: s.attempt }, "session redelivered while an older attempt runs here; waiting for it");
@@ -284,6 +283,17 @@ export class Pipeline {
         h.msg.ack(); // the session's result is recorded: this delivery is spent, never run again
         return false;
       }
+    }
+  }
+
+  /** Whether the dispatch message is still in the work queue (it is removed once acked). */
+  async #stillQueued(msg: JsMsg): Promise<boolean> {
+    try {
+      // nats.js answers a message that is not there with null (it throws for other failures).
+      return (await this.infra.jsm.streams.getMessage(STREAMS.sessions, { seq: msg.seq })) !== null;
+    } catch (err) {
+      if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.NoMessageFound) return false;
+      return true; // unknown (NATS unavailable): keep waiting
     }
   }
 

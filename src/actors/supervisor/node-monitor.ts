@@ -15,8 +15,7 @@ import type { Logger } from "pino";
 import { decode } from "../../protocol/codec.ts";
 import { errorMessage } from "../../protocol/errors.ts";
 import { NodeHeartbeat, SessionLease } from "../../protocol/schemas.ts";
-import { SUBJECTS, nodeKey, type EventKind } from "../../protocol/subjects.ts";
-import { dispatchQueued } from "../../nats/dispatch-queued.ts";
+import { STREAMS, SUBJECTS, nodeKey, type EventKind } from "../../protocol/subjects.ts";
 import type { Infra } from "../../nats/infra.ts";
 import { request } from "../../nats/messages.ts";
 
@@ -202,8 +201,7 @@ export async function expireLeases(d: Pick<NodeMonitorDeps, "nc" | "infra" | "lo
     if (!e || e.operation !== "PUT") continue;
     const lease = SessionLease.safeParse(safeDecode(e.value));
     if (!lease.success || lease.data.node_id !== nodeId || lease.data.finished_at) continue; // a finished session stays finished
-    const seq = lease.data.ack_subject ? ackStreamSeq(lease.data.ack_subject) : undefined;
-    if (seq !== undefined && !(await dispatchQueued(d.infra.jsm, seq))) {
+    if (await dispatchAcked(d, lease.data.ack_subject)) {
       d.log.info({ session_id: lease.data.session_id, attempt: lease.data.attempt }, "the gone node's result for this session is published; its lease is kept for it");
       continue;
     }
@@ -226,6 +224,18 @@ export function ackStreamSeq(ackSubject: string): number | undefined {
   const i = t.length === 9 ? 5 : t.length >= 11 ? 7 : -1;
   const n = i < 0 ? NaN : Number(t[i]);
   return Number.isSafeInteger(n) && n > 0 ? n : undefined;
+}
+
+/** Whether the dispatch message behind an ack subject is known to be gone from POLAR_SESSIONS (acked); false when unknown. */
+async function dispatchAcked(d: Pick<NodeMonitorDeps, "infra" | "log">, ackSubject: string | undefined): Promise<boolean> {
+  const seq = ackSubject ? ackStreamSeq(ackSubject) : undefined;
+  if (seq === undefined) return false;
+  try {
+    return (await d.infra.jsm.streams.getMessage(STREAMS.sessions, { seq })) === null; // null: no such message
+  } catch (err) {
+    d.log.debug({ err: errorMessage(err), seq }, "could not tell whether a dispatch was acked; releasing its lease");
+    return false;
+  }
 }
 
 function safeDecode(b: Uint8Array): unknown {
